@@ -1,0 +1,2 @@
+//! Checksum benchmark (lands in the checksum task).
+fn main() {}

@@ -1,0 +1,1 @@
+//! Internet checksums (lands in the checksum task).

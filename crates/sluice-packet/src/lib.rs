@@ -1,0 +1,1 @@
+//! Packet offload metadata (lands in the packet task).

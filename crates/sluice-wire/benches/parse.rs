@@ -1,0 +1,2 @@
+//! Parse throughput benchmark (lands in the wire task).
+fn main() {}

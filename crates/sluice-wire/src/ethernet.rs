@@ -1,0 +1,1 @@
+//! ethernet header (lands in the wire task).

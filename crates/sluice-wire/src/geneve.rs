@@ -1,0 +1,1 @@
+//! geneve header (lands in the wire task).

@@ -1,0 +1,1 @@
+//! gre header (lands in the wire task).

@@ -1,0 +1,1 @@
+//! icmp header (lands in the wire task).

@@ -1,0 +1,1 @@
+//! ipv4 header (lands in the wire task).

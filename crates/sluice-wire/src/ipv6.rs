@@ -1,0 +1,1 @@
+//! ipv6 header (lands in the wire task).

@@ -1,0 +1,1 @@
+//! sctp header (lands in the wire task).

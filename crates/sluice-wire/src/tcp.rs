@@ -1,0 +1,1 @@
+//! tcp header (lands in the wire task).

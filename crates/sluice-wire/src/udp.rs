@@ -1,0 +1,1 @@
+//! udp header (lands in the wire task).

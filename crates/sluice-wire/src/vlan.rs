@@ -1,0 +1,1 @@
+//! vlan header (lands in the wire task).

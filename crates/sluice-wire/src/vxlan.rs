@@ -1,0 +1,1 @@
+//! vxlan header (lands in the wire task).

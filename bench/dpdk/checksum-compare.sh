@@ -1,0 +1,64 @@
+#!/bin/sh
+# Same-run comparison of Sluice's checksum `sum` with DPDK's rte_raw_cksum.
+#
+# Builds bench/dpdk/build/cksum_bench (C, gcc -O3 -march=native) and the Rust example
+# `cksum_bench` (cargo --release), runs them alternately PAIRS times (default 3) with ROUNDS
+# timing rounds each (default 15), checks both computed the same sum, and prints the median
+# over runs of each program's per-run median:
+#
+#   size  sluice GB/s  avx2  scalar  dpdk GB/s  sluice/dpdk  memcpy GB/s (C)  memcpy (Rust)
+#
+# Usage: bench/dpdk/checksum-compare.sh [PAIRS [ROUNDS]]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+pairs=${1:-3}
+rounds=${2:-15}
+
+"$here/build.sh" >&2
+(cd "$root" && cargo build --release -q -p sluice-checksum --example cksum_bench) >&2
+rust_bin="$root/target/release/examples/cksum_bench"
+c_bin="$here/build/cksum_bench"
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+i=0
+while [ "$i" -lt "$pairs" ]; do
+    # Alternate which goes first so slow drift on a shared machine hits both equally.
+    if [ $((i % 2)) -eq 0 ]; then
+        "$rust_bin" "$rounds" | sed 's/^memcpy /memcpy-rust /' >>"$out"
+        "$c_bin" "$rounds" >>"$out"
+    else
+        "$c_bin" "$rounds" >>"$out"
+        "$rust_bin" "$rounds" | sed 's/^memcpy /memcpy-rust /' >>"$out"
+    fi
+    i=$((i + 1))
+done
+
+# Every "check" line for a size must carry the same sum (Rust and C, every run).
+if [ "$(awk '$1 == "check" { print $2, $3 }' "$out" | sort -u | awk '{ print $1 }' | uniq -d)" ]; then
+    echo "checksum-compare: Sluice and DPDK disagree on a sum:" >&2
+    grep '^check' "$out" | sort -u >&2
+    exit 1
+fi
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $pairs runs x $rounds rounds each"
+awk '
+function median(key,    n, i, j, t, a) {
+    n = split(vals[key], a, " ")
+    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    if (n == 0) return 0
+    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+$1 != "check" { vals[$1 " " $2] = vals[$1 " " $2] " " $4; sizes[$2] = 1 }
+END {
+    printf "| size (B) | sluice GB/s | sluice avx2 | sluice scalar | dpdk GB/s | sluice/dpdk | memcpy GB/s (C) | memcpy GB/s (Rust) |\n"
+    printf "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    n = 0; for (s in sizes) list[++n] = s + 0
+    for (i = 2; i <= n; i++) { t = list[i]; for (j = i - 1; j >= 1 && list[j] > t; j--) list[j + 1] = list[j]; list[j + 1] = t }
+    for (i = 1; i <= n; i++) {
+        s = list[i]
+        sl = median("sluice " s); d = median("dpdk " s)
+        printf "| %d | %.1f | %.1f | %.1f | %.1f | %.2fx | %.1f | %.1f |\n", s, sl, median("sluice-avx2 " s), median("sluice-scalar " s), d, (d > 0 ? sl / d : 0), median("memcpy " s), median("memcpy-rust " s)
+    }
+}' "$out"

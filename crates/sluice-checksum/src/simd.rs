@@ -1,0 +1,298 @@
+//! Runtime selection between the scalar, AVX2 and AVX-512 implementations of [`crate::sum`].
+//!
+//! Every implementation returns bit-identical results for every input (including the
+//! `0x0000`/`0xffff` choice), so selection only affects speed. Detection runs once, on first
+//! use, and is cached in an atomic; after that [`crate::sum`] pays one relaxed load and a
+//! predictable branch. [`sum_with`] pins an implementation for tests and benchmarks.
+//!
+//! This is the only module of the crate allowed to use `unsafe`: unaligned vector loads and
+//! calls into `#[target_feature]` functions after the feature was detected.
+
+use core::sync::atomic::{AtomicU8, Ordering};
+
+/// An implementation of the ones'-complement sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Impl {
+    /// Portable 64-bit word loop; available everywhere.
+    Scalar,
+    /// 256-bit AVX2 loop (x86_64 with `avx2`).
+    Avx2,
+    /// 512-bit AVX-512 loop (x86_64 with `avx512f` and `avx512bw`).
+    Avx512,
+}
+
+impl Impl {
+    /// Every implementation, slowest first.
+    pub const ALL: [Impl; 3] = [Impl::Scalar, Impl::Avx2, Impl::Avx512];
+
+    /// Short lowercase name (`"scalar"`, `"avx2"`, `"avx512"`), for bench labels and logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Impl::Scalar => "scalar",
+            Impl::Avx2 => "avx2",
+            Impl::Avx512 => "avx512",
+        }
+    }
+
+    /// Whether the running CPU supports this implementation.
+    pub fn is_available(self) -> bool {
+        match self {
+            Impl::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx2 => std::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx512 => {
+                std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512bw")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            Impl::Avx2 | Impl::Avx512 => false,
+        }
+    }
+}
+
+const UNKNOWN: u8 = 0;
+const SCALAR: u8 = 1;
+const AVX2: u8 = 2;
+const AVX512: u8 = 3;
+
+/// Cached result of [`detected`]; `UNKNOWN` until the first call.
+static SELECTED: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// The fastest implementation the running CPU supports (AVX-512, then AVX2, then scalar).
+///
+/// Used by [`crate::sum`]. Detection runs on the first call and is cached; racing first calls
+/// all compute the same answer, so a relaxed store is enough.
+#[inline]
+pub fn detected() -> Impl {
+    match SELECTED.load(Ordering::Relaxed) {
+        SCALAR => Impl::Scalar,
+        AVX2 => Impl::Avx2,
+        AVX512 => Impl::Avx512,
+        _ => detect_and_cache(),
+    }
+}
+
+#[cold]
+fn detect_and_cache() -> Impl {
+    let best = if Impl::Avx512.is_available() {
+        Impl::Avx512
+    } else if Impl::Avx2.is_available() {
+        Impl::Avx2
+    } else {
+        Impl::Scalar
+    };
+    let code = match best {
+        Impl::Scalar => SCALAR,
+        Impl::Avx2 => AVX2,
+        Impl::Avx512 => AVX512,
+    };
+    SELECTED.store(code, Ordering::Relaxed);
+    best
+}
+
+/// The implementations the running CPU supports, slowest first (always starts with `Scalar`).
+pub fn available() -> impl Iterator<Item = Impl> {
+    Impl::ALL.into_iter().filter(|i| i.is_available())
+}
+
+/// [`crate::sum`] computed with implementation `imp`, or `None` if the CPU lacks it.
+///
+/// Unlike [`crate::sum`] this never takes the small-input scalar shortcut, so tests exercise the
+/// vector code (and its tail handling) at every length.
+pub fn sum_with(imp: Impl, data: &[u8]) -> Option<u16> {
+    if !imp.is_available() {
+        return None;
+    }
+    // SAFETY: `imp.is_available()` just confirmed the CPU supports it.
+    let acc = unsafe { sum_le_unchecked(imp, data) };
+    Some(crate::fold(acc).swap_bytes())
+}
+
+/// Little-endian-word sum with the detected implementation (see `scalar::sum_le`).
+#[inline]
+pub(crate) fn sum_le_dispatched(data: &[u8]) -> u64 {
+    let imp = detected();
+    // SAFETY: `detected()` only returns implementations whose features were detected.
+    unsafe { sum_le_unchecked(imp, data) }
+}
+
+/// # Safety
+/// The CPU must support `imp` (see [`Impl::is_available`]).
+#[inline(always)]
+unsafe fn sum_le_unchecked(imp: Impl, data: &[u8]) -> u64 {
+    match imp {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller guarantees avx512f and avx512bw are present.
+        Impl::Avx512 => unsafe { x86::sum_le_avx512(data) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller guarantees avx2 is present.
+        Impl::Avx2 => unsafe { x86::sum_le_avx2(data) },
+        _ => crate::scalar::sum_le(data),
+    }
+}
+
+/// AVX2 and AVX-512 loops.
+///
+/// Method: XOR each 16-bit word with 0x8000 (turning the unsigned word `w` into the signed
+/// `w - 0x8000`), then `pmaddwd` against a vector of ones adds adjacent pairs into signed
+/// 32-bit lanes (`w0 + w1 - 0x10000`). That is one cheap op plus one multiply-add per vector
+/// instead of the two shuffles a zero-extension needs. Lanes are accumulated in i32 for at most
+/// `BLOCK` vectors per accumulator (|lane| <= 0x10000 per vector, so no overflow), then widened
+/// into i64 lanes. The bias, exactly 0x10000 per 32-bit lane per vector, is added back at the
+/// end, so the result is the exact integer sum of the little-endian words.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use crate::scalar::{add_carry, sum_le};
+
+    use core::arch::x86_64::*;
+
+    /// Unrolled iterations per block before the i32 accumulators are widened. Each of the four
+    /// accumulators sees one vector per iteration, so their i32 sum stays within
+    /// 4 * 4096 * 0x10000 = 2^30 < 2^31.
+    const BLOCK: usize = 4096;
+
+    /// Bias added back per 32-bit lane per vector.
+    const LANE_BIAS: i64 = 0x1_0000;
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn sum_le_avx2(data: &[u8]) -> u64 {
+        const V: usize = 32;
+        let flip = _mm256_set1_epi16(i16::MIN);
+        let ones = _mm256_set1_epi16(1);
+        let step = |acc: __m256i, v: __m256i| {
+            _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_xor_si256(v, flip), ones))
+        };
+        let widen = |v: __m256i| {
+            let lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(v));
+            let hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(v));
+            _mm256_add_epi64(lo, hi)
+        };
+        let mut wide = _mm256_setzero_si256();
+        let mut vectors: i64 = 0;
+        let mut chunks = data.chunks_exact(4 * V);
+        loop {
+            let (mut a0, mut a1, mut a2, mut a3) = (
+                _mm256_setzero_si256(),
+                _mm256_setzero_si256(),
+                _mm256_setzero_si256(),
+                _mm256_setzero_si256(),
+            );
+            let mut n = 0;
+            for c in (&mut chunks).take(BLOCK) {
+                let p = c.as_ptr();
+                // SAFETY: `c` is exactly 4 * V bytes, so the four V-byte unaligned loads at
+                // offsets 0, V, 2V and 3V stay inside it.
+                let (v0, v1, v2, v3) = unsafe {
+                    (
+                        _mm256_loadu_si256(p.cast()),
+                        _mm256_loadu_si256(p.add(V).cast()),
+                        _mm256_loadu_si256(p.add(2 * V).cast()),
+                        _mm256_loadu_si256(p.add(3 * V).cast()),
+                    )
+                };
+                a0 = step(a0, v0);
+                a1 = step(a1, v1);
+                a2 = step(a2, v2);
+                a3 = step(a3, v3);
+                n += 1;
+            }
+            if n == 0 {
+                break;
+            }
+            vectors += 4 * n as i64;
+            let block = _mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3));
+            wide = _mm256_add_epi64(wide, widen(block));
+        }
+        let mut singles = chunks.remainder().chunks_exact(V);
+        let mut a = _mm256_setzero_si256();
+        for c in &mut singles {
+            // SAFETY: `c` is exactly V bytes.
+            let v = unsafe { _mm256_loadu_si256(c.as_ptr().cast()) };
+            a = step(a, v);
+            vectors += 1;
+        }
+        wide = _mm256_add_epi64(wide, widen(a));
+        let lanes = _mm256_extract_epi64::<0>(wide)
+            + _mm256_extract_epi64::<1>(wide)
+            + _mm256_extract_epi64::<2>(wide)
+            + _mm256_extract_epi64::<3>(wide);
+        // Exact sum of the vector part's LE words: non-negative by construction.
+        let exact = lanes + vectors * (V as i64 / 4) * LANE_BIAS;
+        add_carry(exact as u64, sum_le(singles.remainder()))
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) fn sum_le_avx512(data: &[u8]) -> u64 {
+        const V: usize = 64;
+        let flip = _mm512_set1_epi16(i16::MIN);
+        let ones = _mm512_set1_epi16(1);
+        let step = |acc: __m512i, v: __m512i| {
+            _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_xor_si512(v, flip), ones))
+        };
+        let widen = |v: __m512i| {
+            let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v));
+            let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(v));
+            _mm512_add_epi64(lo, hi)
+        };
+        let mut wide = _mm512_setzero_si512();
+        let mut vectors: i64 = 0;
+        let mut chunks = data.chunks_exact(4 * V);
+        loop {
+            let (mut a0, mut a1, mut a2, mut a3) = (
+                _mm512_setzero_si512(),
+                _mm512_setzero_si512(),
+                _mm512_setzero_si512(),
+                _mm512_setzero_si512(),
+            );
+            let mut n = 0;
+            for c in (&mut chunks).take(BLOCK) {
+                let p = c.as_ptr();
+                // SAFETY: `c` is exactly 4 * V bytes, so the four V-byte unaligned loads at
+                // offsets 0, V, 2V and 3V stay inside it.
+                let (v0, v1, v2, v3) = unsafe {
+                    (
+                        _mm512_loadu_si512(p.cast()),
+                        _mm512_loadu_si512(p.add(V).cast()),
+                        _mm512_loadu_si512(p.add(2 * V).cast()),
+                        _mm512_loadu_si512(p.add(3 * V).cast()),
+                    )
+                };
+                a0 = step(a0, v0);
+                a1 = step(a1, v1);
+                a2 = step(a2, v2);
+                a3 = step(a3, v3);
+                n += 1;
+            }
+            if n == 0 {
+                break;
+            }
+            vectors += 4 * n as i64;
+            let block = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+            wide = _mm512_add_epi64(wide, widen(block));
+        }
+        let mut singles = chunks.remainder().chunks_exact(V);
+        let mut a = _mm512_setzero_si512();
+        for c in &mut singles {
+            // SAFETY: `c` is exactly V bytes.
+            let v = unsafe { _mm512_loadu_si512(c.as_ptr().cast()) };
+            a = step(a, v);
+            vectors += 1;
+        }
+        let tail = singles.remainder();
+        if !tail.is_empty() {
+            // Masked-off bytes load as zero, which the bias correction below turns back into
+            // exactly zero; an odd last byte becomes the low byte of a zero-padded LE word.
+            let mask: __mmask64 = (1u64 << tail.len()) - 1;
+            // SAFETY: `tail.len() < V`, and the mask selects exactly its bytes; AVX-512 masked
+            // loads do not access (or fault on) masked-off bytes.
+            let v = unsafe { _mm512_maskz_loadu_epi8(mask, tail.as_ptr().cast()) };
+            a = step(a, v);
+            vectors += 1;
+        }
+        wide = _mm512_add_epi64(wide, widen(a));
+        let exact = _mm512_reduce_add_epi64(wide) + vectors * (V as i64 / 4) * LANE_BIAS;
+        exact as u64
+    }
+}

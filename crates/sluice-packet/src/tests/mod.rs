@@ -1,0 +1,7 @@
+//! Unit and property tests.
+
+mod frames;
+mod props;
+mod rewrite;
+mod state_table;
+mod verify;

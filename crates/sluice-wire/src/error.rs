@@ -52,13 +52,20 @@ impl fmt::Display for Reason {
             Reason::BadIhl(ihl) => write!(f, "IHL {ihl} is below 5"),
             Reason::BadVersion(v) => write!(f, "IP version {v} does not match"),
             Reason::BadTotalLength { claimed, available } => {
-                write!(f, "length {claimed} does not fit the {available} bytes available")
+                write!(
+                    f,
+                    "length {claimed} does not fit the {available} bytes available"
+                )
             }
             Reason::BadDataOffset(d) => write!(f, "TCP data offset {d} is invalid"),
             Reason::BadUdpLength(l) => write!(f, "UDP length {l} is invalid"),
             Reason::TooManyVlanTags => write!(f, "more than {} VLAN tags", crate::MAX_VLAN_DEPTH),
             Reason::TooManyExtensionHeaders => {
-                write!(f, "more than {} IPv6 extension headers", crate::MAX_IPV6_EXT)
+                write!(
+                    f,
+                    "more than {} IPv6 extension headers",
+                    crate::MAX_IPV6_EXT
+                )
             }
             Reason::OptionOverflow => write!(f, "option runs past the header"),
             Reason::GeneveOptionOverflow => write!(f, "Geneve option length runs past the packet"),
@@ -81,7 +88,13 @@ pub struct ParseError {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at offset {}: {}", self.layer.name(), self.offset, self.reason)
+        write!(
+            f,
+            "{} at offset {}: {}",
+            self.layer.name(),
+            self.offset,
+            self.reason
+        )
     }
 }
 

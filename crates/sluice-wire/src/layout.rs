@@ -3,6 +3,38 @@
 //! Offsets are byte offsets from the start of the frame. The parser is bounded: at most
 //! [`MAX_VLAN_DEPTH`] tags per L2 header, [`MAX_IPV6_EXT`] IPv6 extension headers per IPv6 header,
 //! one tunnel level, and so at most [`MAX_LAYERS`] layers; it allocates nothing.
+//!
+//! # What is parsed
+//!
+//! - Ethernet II (14 bytes), then VLAN tags while the EtherType is a TPID (0x8100, 0x88a8,
+//!   0x9100). A tag's [`Layer::Vlan`] offset is the offset of its TPID field (12 for the first
+//!   tag), so that the tag's 4 bytes are TPID and TCI, as 802.1Q draws them. An 802.3 length or an
+//!   unknown EtherType ends the walk without an error.
+//! - IPv4 (version, IHL, total length, option TLVs, fragment fields) and IPv6 (version, payload
+//!   length, jumbograms, and up to [`MAX_IPV6_EXT`] hop-by-hop / routing / fragment /
+//!   destination-options / AH headers, each listed as [`Layer::Ipv6Ext`]). Bytes after the IP
+//!   packet are Ethernet padding: they are in no layer and [`Headers::l3_end`] excludes them. A
+//!   non-first fragment has no L4 header; ESP, no-next-header and unknown protocols have their
+//!   number in [`Headers::l4_proto`], no `l4`, and `payload` at their first byte.
+//! - TCP (data offset), UDP (length), SCTP, ICMP and ICMPv6, all bounded by the IP packet.
+//! - One tunnel level when [`ParseConfig::parse_tunnels`] is set: VXLAN and Geneve by UDP
+//!   destination port, GRE by IP protocol 47 (GRE is then the outer L4). Inside the tunnel the
+//!   same walk runs again, bounded by the UDP datagram (VXLAN, Geneve) or the outer IP packet
+//!   (GRE), with tunnels off: a nested VXLAN/Geneve is plain UDP and a nested GRE is an opaque
+//!   protocol (`l4_proto` 47, no `l4`).
+//!
+//! # Guarantees
+//!
+//! - No panic and no out-of-bounds read on any input: every read is checked.
+//! - Every offset in the result is at most the frame length, and the offsets in
+//!   [`Layout::layers`] strictly increase.
+//! - Work is linear in the number of header bytes and bounded by the limits above.
+//! - On error, [`parse_partial`] returns everything parsed before the failing header; the failing
+//!   header is not in the layout, and the [`ParseError`] names its layer and absolute offset.
+//!   For an L4 or IPv6 extension header, `have` in [`Reason::Truncated`] counts the bytes up to
+//!   the end of the IP packet, and for a tunnel header or the inner stack up to the end of the
+//!   carrying UDP datagram or IP packet: a header cut by a length field is truncated even when
+//!   the frame goes on (with padding).
 
 use crate::error::{ParseError, Reason};
 
@@ -75,7 +107,10 @@ pub struct LayerList {
 
 impl Default for LayerList {
     fn default() -> Self {
-        LayerList { items: [(Layer::Eth, 0); MAX_LAYERS], len: 0 }
+        LayerList {
+            items: [(Layer::Eth, 0); MAX_LAYERS],
+            len: 0,
+        }
     }
 }
 
@@ -125,7 +160,12 @@ pub struct VlanTag {
 impl VlanTag {
     /// Builds a tag from its TPID and 16-bit TCI.
     pub const fn from_tci(tpid: u16, tci: u16) -> Self {
-        VlanTag { tpid, pcp: (tci >> 13) as u8, dei: tci & 0x1000 != 0, vid: tci & 0x0fff }
+        VlanTag {
+            tpid,
+            pcp: (tci >> 13) as u8,
+            dei: tci & 0x1000 != 0,
+            vid: tci & 0x0fff,
+        }
     }
 
     /// The 16-bit tag control information.
@@ -212,8 +252,9 @@ pub struct Tunnel {
     pub len: usize,
     /// VNI (VXLAN, Geneve) or GRE key, when present.
     pub id: Option<u32>,
-    /// For GRE: the protocol type it carries (0x6558 Ethernet, 0x0800, 0x86dd); for VXLAN and Geneve
-    /// Ethernet 0x6558 (Geneve's protocol type field).
+    /// The protocol the tunnel carries: for GRE and Geneve their protocol type field (0x6558
+    /// Ethernet, 0x0800 IPv4, 0x86dd IPv6, or another value the parser does not descend into); for
+    /// VXLAN always 0x6558 (Ethernet).
     pub proto: u16,
 }
 
@@ -281,7 +322,10 @@ impl PortSet {
     pub const CAPACITY: usize = 8;
 
     /// The empty set.
-    pub const EMPTY: PortSet = PortSet { ports: [0; PortSet::CAPACITY], len: 0 };
+    pub const EMPTY: PortSet = PortSet {
+        ports: [0; PortSet::CAPACITY],
+        len: 0,
+    };
 
     /// A set of one port.
     pub const fn one(port: u16) -> Self {
@@ -343,22 +387,519 @@ impl Default for ParseConfig {
 }
 
 /// Parses an Ethernet frame with the default [`ParseConfig`].
+#[inline]
 pub fn parse(frame: &[u8]) -> Result<Layout, ParseError> {
     parse_with(frame, &ParseConfig::DEFAULT)
 }
 
 /// Parses an Ethernet frame with the given configuration.
+#[inline]
 pub fn parse_with(frame: &[u8], cfg: &ParseConfig) -> Result<Layout, ParseError> {
-    let (layout, err) = parse_partial(frame, cfg);
-    match err {
-        Some(e) => Err(e),
-        None => Ok(layout),
-    }
+    // Not via `parse_partial`, which would copy the layout once more.
+    let mut layout = Layout::default();
+    walk(frame, cfg, &mut layout)?;
+    Ok(layout)
 }
 
 /// Parses as far as possible: the layout of everything parsed before the first error, and that
 /// error if there was one. Used by tools that report on malformed frames.
+///
+/// A header that fails to parse is not part of the returned [`Layout`]: `layers` lists the headers
+/// before it, and the offsets of its stack ([`Headers`]) stay as they were before it. (Values that
+/// belong to an earlier header are kept, e.g. `l4_proto` is the IP protocol field even when the L4
+/// header behind it is truncated.) When the error is inside a tunnel, `outer` and `tunnel` are
+/// complete and `inner` holds what was parsed of the inner stack.
+#[inline]
 pub fn parse_partial(frame: &[u8], cfg: &ParseConfig) -> (Layout, Option<ParseError>) {
-    let _ = (frame, cfg, Reason::NestedTunnel);
-    unimplemented!("parser lands in the wire task")
+    let mut layout = Layout::default();
+    let err = walk(frame, cfg, &mut layout).err();
+    (layout, err)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The walk. Each header function takes `buf`, the bytes this header may use (the frame, cut to
+// the end of the enclosing IP packet or UDP datagram), and the header's absolute offset in it;
+// because `buf` always starts at frame offset 0, offsets need no translation between layers.
+// Every read goes through `fixed` or `slice::get`, so no input can make the parser index out of
+// bounds; every loop advances by at least one byte per iteration and most are capped by a count.
+// ---------------------------------------------------------------------------------------------
+
+/// Where a header stack starts.
+#[derive(Clone, Copy)]
+enum Start {
+    /// An Ethernet header at this offset.
+    Eth(usize),
+    /// An IP header at this offset with no L2 header; the value is its EtherType.
+    Ip(usize, u16),
+}
+
+/// What follows a parsed header stack.
+enum Next {
+    /// Nothing more to parse.
+    Done,
+    /// A tunnel header; and, when its payload is a protocol the parser descends into, where the
+    /// inner stack starts and the end (exclusive) of the bytes it may use.
+    Tunnel(Tunnel, Option<(Start, usize)>),
+}
+
+/// Where an L4 header starts, as found by the IP layer.
+struct L4Start {
+    proto: u8,
+    offset: usize,
+    /// End of the IP packet.
+    end: usize,
+    /// IPv6 jumbogram (payload length 0 with a hop-by-hop header): a UDP length of 0 is allowed.
+    jumbo: bool,
+}
+
+fn walk(frame: &[u8], cfg: &ParseConfig, layout: &mut Layout) -> Result<(), ParseError> {
+    let mut outer = Stack {
+        cfg,
+        tunnels: cfg.parse_tunnels,
+        layers: &mut layout.layers,
+    };
+    let next = outer.stack(frame, Start::Eth(0), &mut layout.outer)?;
+    if let Next::Tunnel(tunnel, inner) = next {
+        layout.tunnel = Some(tunnel);
+        if let Some((start, end)) = inner {
+            // `end` never exceeds the frame (it is the end of a header that was bounds-checked).
+            let buf = frame.get(..end).unwrap_or(frame);
+            let headers = layout.inner.insert(Headers::default());
+            // One tunnel level: inside it, VXLAN/Geneve ports are plain UDP and GRE is opaque.
+            let mut inner = Stack {
+                cfg,
+                tunnels: false,
+                layers: &mut layout.layers,
+            };
+            inner.stack(buf, start, headers)?;
+        }
+    }
+    Ok(())
+}
+
+/// State for parsing one header stack.
+struct Stack<'a> {
+    cfg: &'a ParseConfig,
+    /// Whether VXLAN/Geneve/GRE are decoded in this stack.
+    tunnels: bool,
+    layers: &'a mut LayerList,
+}
+
+impl Stack<'_> {
+    fn stack(&mut self, buf: &[u8], start: Start, h: &mut Headers) -> Result<Next, ParseError> {
+        let (l3, ethertype) = match start {
+            Start::Eth(off) => self.ethernet(buf, off, h)?,
+            Start::Ip(off, ethertype) => {
+                h.ethertype = ethertype;
+                (off, ethertype)
+            }
+        };
+        let l4 = match ethertype {
+            crate::ethertype::IPV4 => self.ipv4(buf, l3, h)?,
+            crate::ethertype::IPV6 => self.ipv6(buf, l3, h)?,
+            _ => None,
+        };
+        match l4 {
+            Some(l4) => self.l4(buf, &l4, h),
+            None => Ok(Next::Done),
+        }
+    }
+
+    /// Records a parsed layer. The push cannot fail: a stack has at most 1 + 8 + 1 + 8 + 1 layers
+    /// and a tunnel one more, well under [`MAX_LAYERS`], and every header offset is below
+    /// 64 KiB because the headers before it are bounded (about 17 KiB per stack at most).
+    fn record(&mut self, layer: Layer, offset: usize) {
+        let _recorded = self.layers.push(layer, offset);
+    }
+
+    /// Ethernet and its VLAN tags; returns the L3 offset and the final EtherType.
+    fn ethernet(
+        &mut self,
+        buf: &[u8],
+        off: usize,
+        h: &mut Headers,
+    ) -> Result<(usize, u16), ParseError> {
+        let eth = fixed::<14>(buf, off, Layer::Eth)?;
+        self.record(Layer::Eth, off);
+        h.l2 = Some(off);
+        let mut ethertype = be16(eth[12], eth[13]);
+        h.ethertype = ethertype;
+        // Offset of the current EtherType field; a VLAN tag's layer offset is that of its TPID.
+        let mut type_off = off + 12;
+        while crate::ethertype::is_vlan_tpid(ethertype) {
+            if h.vlans.len() >= MAX_VLAN_DEPTH {
+                return Err(error(Layer::Vlan, type_off, Reason::TooManyVlanTags));
+            }
+            // TPID, TCI, then the next EtherType.
+            let tag = fixed::<6>(buf, type_off, Layer::Vlan)?;
+            h.vlans
+                .push(VlanTag::from_tci(ethertype, be16(tag[2], tag[3])));
+            self.record(Layer::Vlan, type_off);
+            ethertype = be16(tag[4], tag[5]);
+            h.ethertype = ethertype;
+            type_off += 4;
+        }
+        Ok((type_off + 2, ethertype))
+    }
+
+    /// IPv4 with options; returns where L4 starts, or `None` for a non-first fragment.
+    fn ipv4(
+        &mut self,
+        buf: &[u8],
+        off: usize,
+        h: &mut Headers,
+    ) -> Result<Option<L4Start>, ParseError> {
+        let ip = fixed::<20>(buf, off, Layer::Ipv4)?;
+        let have = buf.len().saturating_sub(off);
+        let version = ip[0] >> 4;
+        if version != 4 {
+            return Err(error(Layer::Ipv4, off, Reason::BadVersion(version)));
+        }
+        let ihl = ip[0] & 0x0f;
+        if ihl < 5 {
+            return Err(error(Layer::Ipv4, off, Reason::BadIhl(ihl)));
+        }
+        let hlen = usize::from(ihl) * 4;
+        if hlen > have {
+            return Err(error(
+                Layer::Ipv4,
+                off,
+                Reason::Truncated { need: hlen, have },
+            ));
+        }
+        let total = usize::from(be16(ip[2], ip[3]));
+        if total < hlen || total > have {
+            let reason = Reason::BadTotalLength {
+                claimed: total,
+                available: have,
+            };
+            return Err(error(Layer::Ipv4, off, reason));
+        }
+        let options = buf.get(off + 20..off + hlen).unwrap_or(&[]);
+        if !ipv4_options_ok(options) {
+            return Err(error(Layer::Ipv4, off, Reason::OptionOverflow));
+        }
+        self.record(Layer::Ipv4, off);
+        let frag = be16(ip[6], ip[7]);
+        let more_fragments = frag & 0x2000 != 0;
+        let frag_offset = frag & 0x1fff;
+        h.l3 = Some(off);
+        h.l3_kind = Some(L3Kind::Ipv4);
+        h.l3_end = Some(off + total);
+        h.is_fragment = more_fragments || frag_offset != 0;
+        h.is_later_fragment = frag_offset != 0;
+        h.l4_proto = Some(ip[9]);
+        if frag_offset != 0 {
+            h.payload = Some(off + hlen);
+            return Ok(None);
+        }
+        Ok(Some(L4Start {
+            proto: ip[9],
+            offset: off + hlen,
+            end: off + total,
+            jumbo: false,
+        }))
+    }
+
+    /// IPv6 and its extension headers; returns where L4 starts, or `None` for a non-first
+    /// fragment.
+    fn ipv6(
+        &mut self,
+        buf: &[u8],
+        off: usize,
+        h: &mut Headers,
+    ) -> Result<Option<L4Start>, ParseError> {
+        let ip = fixed::<40>(buf, off, Layer::Ipv6)?;
+        let have = buf.len().saturating_sub(off);
+        let version = ip[0] >> 4;
+        if version != 6 {
+            return Err(error(Layer::Ipv6, off, Reason::BadVersion(version)));
+        }
+        let payload_len = usize::from(be16(ip[4], ip[5]));
+        let mut next = ip[6];
+        // RFC 2675: a jumbogram has payload length 0 and its real length in a hop-by-hop option;
+        // the parser takes the rest of the frame instead of decoding the option.
+        let jumbo = payload_len == 0 && next == crate::ip_proto::HOPOPTS;
+        let total = if jumbo { have } else { 40 + payload_len };
+        if total > have {
+            let reason = Reason::BadTotalLength {
+                claimed: total,
+                available: have,
+            };
+            return Err(error(Layer::Ipv6, off, reason));
+        }
+        self.record(Layer::Ipv6, off);
+        let end = off + total;
+        h.l3 = Some(off);
+        h.l3_kind = Some(L3Kind::Ipv6);
+        h.l3_end = Some(end);
+        let buf = buf.get(..end).unwrap_or(buf);
+        let mut pos = off + 40;
+        let mut count = 0;
+        while is_ipv6_ext(next) {
+            let layer = Layer::Ipv6Ext(next);
+            count += 1;
+            if count > MAX_IPV6_EXT {
+                return Err(error(layer, pos, Reason::TooManyExtensionHeaders));
+            }
+            // Every extension header is at least 8 bytes.
+            let ext = fixed::<8>(buf, pos, layer)?;
+            let len = match next {
+                crate::ip_proto::FRAGMENT => 8,
+                crate::ip_proto::AH => (usize::from(ext[1]) + 2) * 4,
+                _ => (usize::from(ext[1]) + 1) * 8,
+            };
+            let have = buf.len().saturating_sub(pos);
+            if len > have {
+                return Err(error(layer, pos, Reason::Truncated { need: len, have }));
+            }
+            self.record(layer, pos);
+            let later_fragment =
+                next == crate::ip_proto::FRAGMENT && be16(ext[2], ext[3]) >> 3 != 0;
+            if next == crate::ip_proto::FRAGMENT {
+                h.is_fragment = true;
+            }
+            next = ext[0];
+            pos += len;
+            if later_fragment {
+                h.is_later_fragment = true;
+                h.l4_proto = Some(next);
+                h.payload = Some(pos);
+                return Ok(None);
+            }
+        }
+        h.l4_proto = Some(next);
+        Ok(Some(L4Start {
+            proto: next,
+            offset: pos,
+            end,
+            jumbo,
+        }))
+    }
+
+    /// The L4 header (or GRE) inside an IP packet; `h.l4_proto` is already set.
+    fn l4(&mut self, buf: &[u8], at: &L4Start, h: &mut Headers) -> Result<Next, ParseError> {
+        use crate::ip_proto::{GRE, ICMP, ICMPV6, SCTP, TCP, UDP};
+        let buf = buf.get(..at.end).unwrap_or(buf);
+        let off = at.offset;
+        let have = buf.len().saturating_sub(off);
+        let (layer, hlen) = match at.proto {
+            TCP => {
+                let tcp = fixed::<20>(buf, off, Layer::Tcp)?;
+                let data_offset = tcp[12] >> 4;
+                if data_offset < 5 {
+                    return Err(error(Layer::Tcp, off, Reason::BadDataOffset(data_offset)));
+                }
+                let hlen = usize::from(data_offset) * 4;
+                if hlen > have {
+                    return Err(error(
+                        Layer::Tcp,
+                        off,
+                        Reason::Truncated { need: hlen, have },
+                    ));
+                }
+                (Layer::Tcp, hlen)
+            }
+            UDP => return self.udp(buf, at, h),
+            SCTP => (Layer::Sctp, fixed::<12>(buf, off, Layer::Sctp)?.len()),
+            ICMP => (Layer::Icmp, fixed::<8>(buf, off, Layer::Icmp)?.len()),
+            ICMPV6 => (Layer::Icmpv6, fixed::<8>(buf, off, Layer::Icmpv6)?.len()),
+            GRE if self.tunnels => return self.gre(buf, off, h),
+            _ => {
+                // Unknown (or opaque) protocol: its bytes are payload.
+                h.payload = Some(off);
+                return Ok(Next::Done);
+            }
+        };
+        self.record(layer, off);
+        h.l4 = Some(off);
+        h.payload = Some(off + hlen);
+        Ok(Next::Done)
+    }
+
+    fn udp(&mut self, buf: &[u8], at: &L4Start, h: &mut Headers) -> Result<Next, ParseError> {
+        let off = at.offset;
+        let udp = fixed::<8>(buf, off, Layer::Udp)?;
+        let have = buf.len().saturating_sub(off);
+        let len = be16(udp[4], udp[5]);
+        let end = if at.jumbo && len == 0 {
+            buf.len()
+        } else if len < 8 || usize::from(len) > have {
+            return Err(error(Layer::Udp, off, Reason::BadUdpLength(len)));
+        } else {
+            off + usize::from(len)
+        };
+        self.record(Layer::Udp, off);
+        h.l4 = Some(off);
+        h.payload = Some(off + 8);
+        if !self.tunnels {
+            return Ok(Next::Done);
+        }
+        let dst_port = be16(udp[2], udp[3]);
+        let buf = buf.get(..end).unwrap_or(buf);
+        if self.cfg.vxlan_ports.contains(dst_port) {
+            self.vxlan(buf, off + 8)
+        } else if self.cfg.geneve_ports.contains(dst_port) {
+            self.geneve(buf, off + 8)
+        } else {
+            Ok(Next::Done)
+        }
+    }
+
+    /// VXLAN (RFC 7348): flags(1) reserved(3) VNI(3) reserved(1); always carries Ethernet.
+    fn vxlan(&mut self, buf: &[u8], off: usize) -> Result<Next, ParseError> {
+        let vx = fixed::<8>(buf, off, Layer::Vxlan)?;
+        let id = (vx[0] & 0x08 != 0).then(|| u32::from_be_bytes([0, vx[4], vx[5], vx[6]]));
+        self.record(Layer::Vxlan, off);
+        let tunnel = Tunnel {
+            kind: TunnelKind::Vxlan,
+            offset: off,
+            len: 8,
+            id,
+            proto: crate::ethertype::TEB,
+        };
+        Ok(Next::Tunnel(tunnel, Some((Start::Eth(off + 8), buf.len()))))
+    }
+
+    /// Geneve (RFC 8926): ver(2) opt_len(6), flags(1), protocol(2), VNI(3), reserved(1), then
+    /// `opt_len * 4` bytes of option TLVs.
+    fn geneve(&mut self, buf: &[u8], off: usize) -> Result<Next, ParseError> {
+        let gn = fixed::<8>(buf, off, Layer::Geneve)?;
+        let version = gn[0] >> 6;
+        if version != 0 {
+            return Err(error(
+                Layer::Geneve,
+                off,
+                Reason::BadField("geneve version"),
+            ));
+        }
+        let hlen = 8 + usize::from(gn[0] & 0x3f) * 4;
+        let overflow = error(Layer::Geneve, off, Reason::GeneveOptionOverflow);
+        let mut options = buf.get(off + 8..off + hlen).ok_or(overflow)?;
+        while let Some(option) = options.first_chunk::<4>() {
+            // Class(2) type(1) reserved(3 bits) length(5 bits, in 4-byte words, excluding header).
+            let len = 4 + usize::from(option[3] & 0x1f) * 4;
+            options = options.get(len..).ok_or(overflow)?;
+        }
+        if !options.is_empty() {
+            return Err(overflow);
+        }
+        self.record(Layer::Geneve, off);
+        let proto = be16(gn[2], gn[3]);
+        let id = Some(u32::from_be_bytes([0, gn[4], gn[5], gn[6]]));
+        let tunnel = Tunnel {
+            kind: TunnelKind::Geneve,
+            offset: off,
+            len: hlen,
+            id,
+            proto,
+        };
+        Ok(Next::Tunnel(
+            tunnel,
+            inner_start(proto, off + hlen, buf.len()),
+        ))
+    }
+
+    /// GRE (RFC 2784, RFC 2890): flags and version(2), protocol(2), then checksum+reserved,
+    /// key and sequence number (4 bytes each) when their flag is set. GRE is the outer L4.
+    fn gre(&mut self, buf: &[u8], off: usize, h: &mut Headers) -> Result<Next, ParseError> {
+        let gre = fixed::<4>(buf, off, Layer::Gre)?;
+        let flags = be16(gre[0], gre[1]);
+        if flags & 0x4000 != 0 {
+            return Err(error(Layer::Gre, off, Reason::BadField("gre routing")));
+        }
+        if flags & 0x0007 != 0 {
+            return Err(error(Layer::Gre, off, Reason::BadField("gre version")));
+        }
+        let checksum = flags & 0x8000 != 0;
+        let key = flags & 0x2000 != 0;
+        let sequence = flags & 0x1000 != 0;
+        let hlen = 4 + 4 * (usize::from(checksum) + usize::from(key) + usize::from(sequence));
+        let have = buf.len().saturating_sub(off);
+        let header = buf.get(off..off + hlen).ok_or(error(
+            Layer::Gre,
+            off,
+            Reason::Truncated { need: hlen, have },
+        ))?;
+        let key_at = if checksum { 8 } else { 4 };
+        let id = match header.get(key_at..).and_then(<[u8]>::first_chunk::<4>) {
+            Some(k) if key => Some(u32::from_be_bytes(*k)),
+            _ => None,
+        };
+        self.record(Layer::Gre, off);
+        h.l4 = Some(off);
+        h.payload = Some(off + hlen);
+        let proto = be16(gre[2], gre[3]);
+        let tunnel = Tunnel {
+            kind: TunnelKind::Gre,
+            offset: off,
+            len: hlen,
+            id,
+            proto,
+        };
+        Ok(Next::Tunnel(
+            tunnel,
+            inner_start(proto, off + hlen, buf.len()),
+        ))
+    }
+}
+
+/// Where the stack inside a Geneve or GRE tunnel starts, by the tunnel's protocol type.
+fn inner_start(proto: u16, off: usize, end: usize) -> Option<(Start, usize)> {
+    match proto {
+        crate::ethertype::TEB => Some((Start::Eth(off), end)),
+        crate::ethertype::IPV4 | crate::ethertype::IPV6 => Some((Start::Ip(off, proto), end)),
+        _ => None,
+    }
+}
+
+/// Whether `proto` is an IPv6 extension header the parser walks.
+fn is_ipv6_ext(proto: u8) -> bool {
+    use crate::ip_proto::{AH, DSTOPTS, FRAGMENT, HOPOPTS, ROUTING};
+    matches!(proto, HOPOPTS | ROUTING | DSTOPTS | FRAGMENT | AH)
+}
+
+/// Whether the IPv4 option TLVs fill `options` without overrunning it: EOL (0) ends the list,
+/// NOP (1) is one byte, any other option is type, length (≥ 2, counting both), data.
+fn ipv4_options_ok(mut options: &[u8]) -> bool {
+    while let Some((&kind, rest)) = options.split_first() {
+        match kind {
+            0 => return true,
+            1 => options = rest,
+            _ => match rest.first() {
+                Some(&len) if len >= 2 => match options.get(usize::from(len)..) {
+                    Some(after) => options = after,
+                    None => return false,
+                },
+                _ => return false,
+            },
+        }
+    }
+    true
+}
+
+/// The `N` bytes at `off`, or a `Truncated` error for `layer` at `off`.
+#[inline]
+fn fixed<const N: usize>(buf: &[u8], off: usize, layer: Layer) -> Result<&[u8; N], ParseError> {
+    match buf.get(off..).and_then(<[u8]>::first_chunk::<N>) {
+        Some(bytes) => Ok(bytes),
+        None => {
+            let have = buf.len().saturating_sub(off);
+            Err(error(layer, off, Reason::Truncated { need: N, have }))
+        }
+    }
+}
+
+#[inline]
+const fn be16(hi: u8, lo: u8) -> u16 {
+    u16::from_be_bytes([hi, lo])
+}
+
+#[inline]
+const fn error(layer: Layer, offset: usize, reason: Reason) -> ParseError {
+    ParseError {
+        layer,
+        offset,
+        reason,
+    }
 }

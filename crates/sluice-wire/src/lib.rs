@@ -10,8 +10,12 @@
 //! tunnelling) and returns a [`Layout`] of offsets. Malformed input yields a [`ParseError`] naming
 //! the layer, the offset and the reason; this crate never panics on packet bytes.
 #![deny(unsafe_code)]
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing))]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
+mod bytes;
 pub mod error;
 pub mod layout;
 

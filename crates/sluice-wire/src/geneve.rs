@@ -8,9 +8,9 @@
 //! it succeeds no accessor panics. Options that run past the option area are reported by
 //! [`options`] and [`Repr::parse`] as `Reason::GeneveOptionOverflow`.
 
-use crate::error::{ParseError, Reason};
 use crate::bytes::{self, range, range_mut, set_bytes, set_u16, set_u24, set_u8};
 use crate::bytes::{u16_at, u24_at, u8_at};
+use crate::error::{ParseError, Reason};
 use crate::ipv4::OptionBuf;
 use crate::layout::Layer;
 

@@ -8,8 +8,8 @@
 //! `BadField("gre version")`); it guarantees the whole header is in the buffer, after which no
 //! accessor panics. The checksum is only exposed as a field; computing it is done elsewhere.
 
-use crate::error::{ParseError, Reason};
 use crate::bytes::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
+use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
 
 /// Byte offsets of the fixed part of the GRE header.

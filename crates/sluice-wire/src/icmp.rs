@@ -6,9 +6,9 @@
 //! The checksum is only exposed as a field (ICMPv6's covers a pseudo-header): computing it is the
 //! job of `sluice-checksum`, so [`Repr::emit`] writes it as zero.
 
-use crate::error::ParseError;
 use crate::bytes::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
 use crate::bytes::{u16_at, u8_at};
+use crate::error::ParseError;
 use crate::layout::Layer;
 
 /// Byte offsets of the ICMP/ICMPv6 header.

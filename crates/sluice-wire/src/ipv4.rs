@@ -11,9 +11,9 @@
 //! This module also defines [`OptionBuf`], the fixed-capacity owned option bytes used by the
 //! `Repr`s of IPv4, TCP and Geneve.
 
-use crate::error::{ParseError, Reason};
 use crate::bytes::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
 use crate::bytes::{u16_at, u8_at};
+use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
 use core::net::Ipv4Addr;
 

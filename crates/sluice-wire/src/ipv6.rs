@@ -14,9 +14,9 @@
 //! buffers read zeros and drop writes. Errors carry offset 0 (or, for the walk, the offset in the
 //! walked buffer); the caller adds its base offset.
 
-use crate::error::{ParseError, Reason};
 use crate::bytes::{self, array_at, range, range_mut, set_bytes, set_u16, set_u32};
 use crate::bytes::{set_u8, u16_at, u32_at, u8_at};
+use crate::error::{ParseError, Reason};
 use crate::ip_proto;
 use crate::layout::Layer;
 use core::net::Ipv6Addr;

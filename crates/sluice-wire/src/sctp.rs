@@ -5,8 +5,8 @@
 //! succeeds no accessor panics. The CRC32c is computed elsewhere, so [`Repr::emit`] writes it as
 //! zero.
 
-use crate::error::ParseError;
 use crate::bytes::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
+use crate::error::ParseError;
 use crate::layout::Layer;
 
 /// Byte offsets of the SCTP common header.

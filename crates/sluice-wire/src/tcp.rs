@@ -6,9 +6,9 @@
 //! zeros and drop writes). The checksum is only exposed as a field: computing it (with the IP
 //! pseudo-header) is the job of `sluice-checksum`, so [`Repr::emit`] writes it as zero.
 
-use crate::error::{ParseError, Reason};
 use crate::bytes::{self, range, range_mut, set_bytes, set_u16, set_u32};
 use crate::bytes::{set_u8, u16_at, u32_at, u8_at};
+use crate::error::{ParseError, Reason};
 use crate::ipv4::OptionBuf;
 use crate::layout::Layer;
 use core::{fmt, ops};

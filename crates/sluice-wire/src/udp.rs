@@ -6,8 +6,8 @@
 //! computing it is the job of `sluice-checksum`, so [`Repr::emit`] writes it as zero ("no
 //! checksum" over IPv4; mandatory over IPv6, so fill it in there).
 
-use crate::error::{ParseError, Reason};
 use crate::bytes::{self, range, range_mut, set_u16, u16_at};
+use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
 
 /// Byte offsets of the UDP header.

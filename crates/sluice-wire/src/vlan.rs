@@ -20,8 +20,8 @@
 //! After [`Tag::new_checked`] succeeds no accessor panics; accessors on an unchecked short buffer
 //! read zeros and drop writes.
 
-use crate::error::{ParseError, Reason};
 use crate::bytes::{self, range, range_mut, set_u16, u16_at};
+use crate::error::{ParseError, Reason};
 use crate::layout::{Layer, VlanTag};
 
 /// Byte offsets of a tag view (TCI and next type).

@@ -4,8 +4,8 @@
 //! Ethernet frame follows. [`Packet::new_checked`] guarantees the 8 bytes; after it succeeds no
 //! accessor panics. [`Repr::parse`] also requires the I flag (a VNI is present), as RFC 7348 does.
 
-use crate::error::{ParseError, Reason};
 use crate::bytes::{self, range, range_mut, set_bytes, set_u24, set_u8, u24_at, u8_at};
+use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
 
 /// Byte offsets of the VXLAN header.

@@ -1,0 +1,457 @@
+//! `AF_PACKET` raw sockets bound to one interface.
+//!
+//! [`PacketSocket::bind`] opens a `SOCK_RAW` packet socket for every protocol (`ETH_P_ALL`) bound
+//! to one interface of the calling thread's network namespace, with optional `PACKET_VNET_HDR`
+//! (a 10-byte `virtio_net_hdr` with every frame), `PACKET_AUXDATA` and promiscuous mode.
+//!
+//! On receive the kernel has usually moved the outermost VLAN tag out of the data into
+//! `skb->vlan_tci`; with `auxdata` it is reported in the control message and [`PacketSocket::recv`]
+//! puts it back after the MAC addresses, with its real TPID (0x8100 or 0x88a8), as libpcap does. A
+//! `NEEDS_CSUM` vnet header then has its `csum_start` (and a non-zero `hdr_len`) moved by the 4
+//! inserted bytes, so the header describes the frame as returned.
+//!
+//! One frame per system call for now; batched receive (`recvmmsg` or a `TPACKET_V3` ring) and
+//! batched send (`sendmmsg`) are left for the switch's data path.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// Size of the `virtio_net_hdr` that `PACKET_VNET_HDR` adds to every frame.
+pub const PACKET_VNET_HDR_LEN: usize = 10;
+/// Bytes a receive buffer needs in front of the frame for a reinserted VLAN tag.
+pub const VLAN_HEADROOM: usize = 4;
+/// `sll_pkttype` of frames this host sent on the interface (`PACKET_OUTGOING`).
+pub const PACKET_OUTGOING: u8 = 4;
+
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+
+/// How to open a [`PacketSocket`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AfPacketConfig {
+    /// `PACKET_VNET_HDR`: receive a 10-byte `virtio_net_hdr` with every frame (GSO type and size,
+    /// checksum state) and send one with every frame.
+    pub vnet_hdr: bool,
+    /// `PACKET_AUXDATA`: receive the VLAN tag the kernel took out of the frame (and reinsert it).
+    pub auxdata: bool,
+    /// Put the interface in promiscuous mode (`PACKET_MR_PROMISC`) for the socket's lifetime.
+    pub promisc: bool,
+}
+
+/// A VLAN tag as the aux data reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VlanTag {
+    /// Tag protocol identifier: 0x8100 (802.1Q) or 0x88a8 (802.1ad).
+    pub tpid: u16,
+    /// Tag control information (PCP, DEI, VID).
+    pub tci: u16,
+}
+
+/// One received frame; its bytes are `buf[frame.range()]` of the buffer given to
+/// [`PacketSocket::recv`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvFrame {
+    /// Where the frame starts in the buffer (0 when a VLAN tag was reinserted, else
+    /// [`VLAN_HEADROOM`]).
+    pub offset: usize,
+    /// Length of the frame in the buffer (reinserted tag included; at most the buffer's room).
+    pub len: usize,
+    /// Length of the frame on the wire (reinserted tag included); larger than `len` when the
+    /// buffer was too small and the frame was truncated.
+    pub wire_len: usize,
+    /// The raw `virtio_net_hdr` (only with `vnet_hdr`), `csum_start` adjusted for a reinserted
+    /// tag.
+    pub vnet_hdr: Option<[u8; PACKET_VNET_HDR_LEN]>,
+    /// The VLAN tag that was reinserted into the frame, if any.
+    pub vlan: Option<VlanTag>,
+    /// `sll_pkttype`: 0 host, 1 broadcast, 2 multicast, 3 other host, 4 outgoing.
+    pub pkt_type: u8,
+}
+
+impl RecvFrame {
+    /// The frame's byte range in the receive buffer.
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.offset..self.offset + self.len
+    }
+
+    /// The frame's bytes in the receive buffer.
+    pub fn frame<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
+        buf.get(self.range()).unwrap_or_default()
+    }
+
+    /// Whether the frame was truncated to fit the buffer.
+    pub fn truncated(&self) -> bool {
+        self.wire_len > self.len
+    }
+
+    /// Whether this host sent the frame (rather than received it).
+    pub fn outgoing(&self) -> bool {
+        self.pkt_type == PACKET_OUTGOING
+    }
+}
+
+/// An `AF_PACKET` raw socket bound to one interface.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+    ifindex: u32,
+    config: AfPacketConfig,
+}
+
+impl PacketSocket {
+    /// Binds to the interface `ifname` of the calling thread's namespace (call it inside
+    /// [`crate::Netns::enter`] for a namespace).
+    pub fn bind(ifname: &str, config: &AfPacketConfig) -> io::Result<PacketSocket> {
+        let ifindex = crate::netns::if_nametoindex(ifname)?;
+        Self::bind_index(ifindex, config)
+    }
+
+    /// Binds to the interface with index `ifindex` of the calling thread's namespace.
+    ///
+    /// The socket is opened for no protocol and bound for `ETH_P_ALL`, so it never sees frames of
+    /// other interfaces; still, [`PacketSocket::drain`] before relying on an empty queue.
+    pub fn bind_index(ifindex: u32, config: &AfPacketConfig) -> io::Result<PacketSocket> {
+        // SAFETY: socket has no memory preconditions.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(context("socket(AF_PACKET)"));
+        }
+        // SAFETY: `raw` is a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let one: libc::c_int = 1;
+        if config.vnet_hdr {
+            setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &one)
+                .map_err(|e| with_context(e, "PACKET_VNET_HDR"))?;
+        }
+        if config.auxdata {
+            setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_AUXDATA, &one)
+                .map_err(|e| with_context(e, "PACKET_AUXDATA"))?;
+        }
+        // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
+        let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_ifindex = ifindex as i32;
+        // SAFETY: `sll` is a valid sockaddr_ll and the length passed is its size.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(context(&format!("bind AF_PACKET to ifindex {ifindex}")));
+        }
+        if config.promisc {
+            // SAFETY: packet_mreq is plain old data; all-zero is valid.
+            let mut mreq: libc::packet_mreq = unsafe { zeroed() };
+            mreq.mr_ifindex = ifindex as i32;
+            mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+            setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+                .map_err(|e| with_context(e, "PACKET_MR_PROMISC"))?;
+        }
+        Ok(PacketSocket {
+            fd,
+            ifindex,
+            config: *config,
+        })
+    }
+
+    /// The interface index the socket is bound to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The configuration the socket was opened with.
+    pub fn config(&self) -> &AfPacketConfig {
+        &self.config
+    }
+
+    /// Receives one frame, waiting up to `timeout` (zero: only what is already queued). Returns
+    /// `None` on timeout.
+    ///
+    /// The frame is written to `buf[VLAN_HEADROOM..]`, or to `buf[0..]` when a VLAN tag from the
+    /// aux data is reinserted; use [`RecvFrame::range`]. `buf` must be longer than
+    /// [`VLAN_HEADROOM`] + 14.
+    pub fn recv(&self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<RecvFrame>> {
+        if buf.len() <= VLAN_HEADROOM + 14 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "receive buffer too small",
+            ));
+        }
+        if !self.wait_readable(timeout)? {
+            return Ok(None);
+        }
+        let mut vnet = [0u8; PACKET_VNET_HDR_LEN];
+        let (_, data) = buf.split_at_mut(VLAN_HEADROOM);
+        let mut iov = [
+            libc::iovec {
+                iov_base: vnet.as_mut_ptr() as *mut libc::c_void,
+                iov_len: vnet.len(),
+            },
+            libc::iovec {
+                iov_base: data.as_mut_ptr() as *mut libc::c_void,
+                iov_len: data.len(),
+            },
+        ];
+        let iov_skip = usize::from(!self.config.vnet_hdr);
+        // Room for one tpacket_auxdata control message (u64 for alignment).
+        let mut control = [0u64; 16];
+        // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
+        let mut from: libc::sockaddr_ll = unsafe { zeroed() };
+        // SAFETY: msghdr is plain old data; all-zero is valid.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_name = &mut from as *mut libc::sockaddr_ll as *mut libc::c_void;
+        msg.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        msg.msg_iov = iov[iov_skip..].as_mut_ptr();
+        msg.msg_iovlen = iov.len() - iov_skip;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = size_of::<[u64; 16]>();
+        // SAFETY: every pointer in `msg` (name, iovecs into `vnet` and `buf`, control) is valid
+        // for writes of the stated lengths for the duration of the call.
+        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted {
+                return Ok(None);
+            }
+            return Err(with_context(e, "recvmsg(AF_PACKET)"));
+        }
+        let total = n as usize;
+        let hdr_len = if self.config.vnet_hdr {
+            PACKET_VNET_HDR_LEN
+        } else {
+            0
+        };
+        let wire_len = total.saturating_sub(hdr_len);
+        let len = wire_len.min(data.len());
+        let vlan = self.vlan_from_control(&msg);
+        let mut frame = RecvFrame {
+            offset: VLAN_HEADROOM,
+            len,
+            wire_len,
+            vnet_hdr: self.config.vnet_hdr.then_some(vnet),
+            vlan,
+            pkt_type: from.sll_pkttype,
+        };
+        if let Some(tag) = vlan {
+            if len >= 12 {
+                buf.copy_within(VLAN_HEADROOM..VLAN_HEADROOM + 12, 0);
+                buf[12..14].copy_from_slice(&tag.tpid.to_be_bytes());
+                buf[14..16].copy_from_slice(&tag.tci.to_be_bytes());
+                frame.offset = 0;
+                frame.len += VLAN_HEADROOM;
+                frame.wire_len += VLAN_HEADROOM;
+                if let Some(h) = frame.vnet_hdr.as_mut() {
+                    shift_vnet_hdr(h, VLAN_HEADROOM as u16);
+                }
+            }
+        }
+        Ok(Some(frame))
+    }
+
+    /// Discards every queued frame; returns how many.
+    pub fn drain(&self) -> io::Result<usize> {
+        // Frames are truncated into this small buffer: only their count matters.
+        let mut buf = [0u8; 128];
+        let mut n = 0;
+        while self.recv(&mut buf, Duration::ZERO)?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Sends one frame on the bound interface. With `vnet_hdr` configured, `vnet_hdr` must be the
+    /// 10-byte header (`None` sends an all-zero one); without, it must be `None`. Returns the
+    /// frame bytes sent.
+    pub fn send(&self, vnet_hdr: Option<&[u8]>, frame: &[u8]) -> io::Result<usize> {
+        let zero = [0u8; PACKET_VNET_HDR_LEN];
+        let hdr: &[u8] =
+            match (self.config.vnet_hdr, vnet_hdr) {
+                (true, Some(h)) if h.len() == PACKET_VNET_HDR_LEN => h,
+                (true, None) => &zero,
+                (false, None) => &[],
+                _ => return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "vnet header does not match the socket's PACKET_VNET_HDR setting (10 bytes)",
+                )),
+            };
+        let iov = [
+            libc::iovec {
+                iov_base: hdr.as_ptr() as *mut libc::c_void,
+                iov_len: hdr.len(),
+            },
+            libc::iovec {
+                iov_base: frame.as_ptr() as *mut libc::c_void,
+                iov_len: frame.len(),
+            },
+        ];
+        // SAFETY: msghdr is plain old data; all-zero is valid.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = 2;
+        // SAFETY: the iovecs point into live slices; sendmsg only reads through them. No name:
+        // the bound interface and protocol are used.
+        let n = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, 0) };
+        if n < 0 {
+            return Err(context("sendmsg(AF_PACKET)"));
+        }
+        Ok((n as usize).saturating_sub(hdr.len()))
+    }
+
+    fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ms = left.as_millis().min(i32::MAX as u128) as i32;
+            let ms = if ms == 0 && !left.is_zero() { 1 } else { ms };
+            let mut pfd = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+            let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            return Ok(rc > 0);
+        }
+    }
+
+    fn vlan_from_control(&self, msg: &libc::msghdr) -> Option<VlanTag> {
+        if !self.config.auxdata {
+            return None;
+        }
+        // SAFETY: `msg` was filled by recvmsg; CMSG_FIRSTHDR/NXTHDR stay within msg_control.
+        let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(msg) };
+        while !cmsg.is_null() {
+            // SAFETY: `cmsg` is non-null and points at a control header inside `msg_control`.
+            let hdr = unsafe { &*cmsg };
+            if hdr.cmsg_level == libc::SOL_PACKET
+                && hdr.cmsg_type == libc::PACKET_AUXDATA
+                && hdr.cmsg_len as usize >= (unsafe_cmsg_len(size_of::<libc::tpacket_auxdata>()))
+            {
+                // SAFETY: the message is a PACKET_AUXDATA one of sufficient length, so its data
+                // holds a tpacket_auxdata; read_unaligned copes with any alignment.
+                let aux: libc::tpacket_auxdata = unsafe {
+                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::tpacket_auxdata)
+                };
+                let valid = aux.tp_status & TP_STATUS_VLAN_VALID != 0 || aux.tp_vlan_tci != 0;
+                if !valid {
+                    return None;
+                }
+                let tpid = if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                    aux.tp_vlan_tpid
+                } else {
+                    0x8100
+                };
+                return Some(VlanTag {
+                    tpid,
+                    tci: aux.tp_vlan_tci,
+                });
+            }
+            // SAFETY: as above; NXTHDR returns null past the end.
+            cmsg = unsafe { libc::CMSG_NXTHDR(msg, cmsg) };
+        }
+        None
+    }
+}
+
+/// `CMSG_LEN(len)`.
+fn unsafe_cmsg_len(len: usize) -> usize {
+    // SAFETY: CMSG_LEN is pure arithmetic.
+    unsafe { libc::CMSG_LEN(len as u32) as usize }
+}
+
+/// Moves a `NEEDS_CSUM` header's `csum_start`, and a non-zero `hdr_len`, by `by` bytes.
+fn shift_vnet_hdr(h: &mut [u8; PACKET_VNET_HDR_LEN], by: u16) {
+    if h[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
+        let csum_start = u16::from_le_bytes([h[6], h[7]]).wrapping_add(by);
+        h[6..8].copy_from_slice(&csum_start.to_le_bytes());
+    }
+    let hdr_len = u16::from_le_bytes([h[2], h[3]]);
+    if hdr_len != 0 {
+        h[2..4].copy_from_slice(&hdr_len.wrapping_add(by).to_le_bytes());
+    }
+}
+
+impl AsRawFd for PacketSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for PacketSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` points at a live T and the length passed is its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            value as *const T as *const libc::c_void,
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn context(what: &str) -> io::Error {
+    with_context(io::Error::last_os_error(), what)
+}
+
+fn with_context(e: io::Error, what: &str) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shift_moves_csum_start_and_hdr_len_of_needs_csum_headers() {
+        // flags NEEDS_CSUM, gso TCPV4, hdr_len 66, gso_size 1448, csum_start 34, csum_offset 16
+        let mut h = [1, 1, 66, 0, 0xa8, 0x05, 34, 0, 16, 0];
+        shift_vnet_hdr(&mut h, 4);
+        assert_eq!(h, [1, 1, 70, 0, 0xa8, 0x05, 38, 0, 16, 0]);
+        // Without NEEDS_CSUM csum_start means nothing and stays; hdr_len 0 stays 0.
+        let mut h = [2, 0, 0, 0, 0, 0, 7, 0, 0, 0];
+        shift_vnet_hdr(&mut h, 4);
+        assert_eq!(h, [2, 0, 0, 0, 0, 0, 7, 0, 0, 0]);
+    }
+
+    #[test]
+    fn recv_frame_ranges() {
+        let f = RecvFrame {
+            offset: 4,
+            len: 3,
+            wire_len: 5,
+            vnet_hdr: None,
+            vlan: None,
+            pkt_type: PACKET_OUTGOING,
+        };
+        let buf = [9, 9, 9, 9, 1, 2, 3, 9];
+        assert_eq!(f.frame(&buf), &[1, 2, 3]);
+        assert!(f.truncated() && f.outgoing());
+        assert_eq!(f.frame(&buf[..5]), &[] as &[u8]);
+    }
+}

@@ -1,0 +1,45 @@
+//! The OS-facing side of Sluice: the only crate that makes system calls and the only one allowed
+//! to use `unsafe` (every block carries a `// SAFETY:` comment).
+//!
+//! - [`netns`]: throw-away network namespaces ([`Netns`]) and veth pairs ([`VethPair`]), for tests
+//!   and for the switch's own integration tests. Everything is named uniquely (pid + counter) and
+//!   removed on drop, also when a test panics.
+//! - [`tap`]: TAP devices with `virtio_net_hdr` (`IFF_VNET_HDR`, `TUNSETVNETHDRSZ`,
+//!   `TUNSETOFFLOAD` with per-bit fallback) and optionally NAPI ([`Tap`]).
+//! - [`afpacket`]: `AF_PACKET` raw sockets with `PACKET_VNET_HDR` and `PACKET_AUXDATA`; VLAN tags
+//!   that the kernel moved out of the data are put back into the frame ([`PacketSocket`]).
+//! - [`oracle`]: the running kernel used as the reference GSO ([`GsoOracle`]) and GRO
+//!   ([`GroOracle`]) implementation for Sluice's kernel-parity tests (method in
+//!   `docs/kernel-oracle.md`).
+//!
+//! Everything here needs root (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN` for `setns`, `CAP_SYS_NICE` for
+//! the GRO oracle's `SCHED_FIFO` writer) and the `ip`, `tc` and `ethtool` programs.
+
+pub mod afpacket;
+pub mod netns;
+pub mod oracle;
+pub mod tap;
+
+pub use afpacket::{AfPacketConfig, PacketSocket, RecvFrame, VlanTag};
+pub use netns::{Netns, VethPair};
+pub use oracle::{GroOracle, GroOracleConfig, GroOutput, GsoOracle, GsoOracleConfig, OracleError};
+pub use tap::{Tap, TapConfig};
+
+/// Fails with a clear message unless the process runs as root (effective uid 0).
+///
+/// Root-only tests call this first so that they fail loudly instead of skipping silently.
+pub fn require_root() -> std::io::Result<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if euid == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "this needs root (network namespaces, TAP, AF_PACKET, tc); effective uid is {euid}: \
+                 run the tests as root (CI does)"
+            ),
+        ))
+    }
+}

@@ -1,0 +1,91 @@
+//! AF_PACKET on a veth pair: frames sent at one end arrive at the other, and a VLAN tag that
+//! the kernel moved to the aux data is reinserted with its TPID (root only).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use sluice_ports::afpacket::{AfPacketConfig, PacketSocket, RecvFrame, VlanTag};
+use sluice_ports::{Netns, VethPair};
+
+fn recv_incoming(sock: &PacketSocket, buf: &mut [u8]) -> RecvFrame {
+    loop {
+        let rx = sock
+            .recv(buf, Duration::from_secs(1))
+            .unwrap()
+            .expect("frame arrives within 1 s");
+        if !rx.outgoing() {
+            return rx;
+        }
+    }
+}
+
+#[test]
+fn afpacket_veth_frames_and_vlan_reinsertion() {
+    root();
+    let ns_a = Netns::create("slpkta").unwrap();
+    let ns_b = Netns::create("slpktb").unwrap();
+    let _veth = VethPair::create(&ns_a, "pa", &ns_b, "pb", 1500).unwrap();
+    let plain = AfPacketConfig {
+        vnet_hdr: false,
+        auxdata: false,
+        promisc: false,
+    };
+    let tx = ns_a
+        .enter(|| PacketSocket::bind("pa", &plain))
+        .unwrap()
+        .unwrap();
+    let rx = ns_b
+        .enter(|| {
+            PacketSocket::bind(
+                "pb",
+                &AfPacketConfig {
+                    vnet_hdr: true,
+                    auxdata: true,
+                    promisc: true,
+                },
+            )
+        })
+        .unwrap()
+        .unwrap();
+    rx.drain().unwrap();
+    let mut buf = vec![0u8; 70000];
+
+    let frame = tcp4_frame(100, 9, &payload(300, 3), false);
+    assert_eq!(tx.send(None, &frame).unwrap(), frame.len());
+    let got = recv_incoming(&rx, &mut buf);
+    assert_eq!(got.frame(&buf), &frame[..]);
+    assert_eq!(got.vlan, None);
+    assert!(!got.truncated());
+    let h = VnetHdr::decode(&got.vnet_hdr.expect("vnet header"));
+    assert_eq!(h.gso_type, GSO_NONE);
+
+    for (tpid, tci) in [(0x8100u16, 0x2064u16), (0x88a8, 0xe00a)] {
+        let t = tagged(&frame, tpid, tci);
+        tx.send(None, &t).unwrap();
+        let got = recv_incoming(&rx, &mut buf);
+        assert_eq!(got.vlan, Some(VlanTag { tpid, tci }), "TPID {tpid:#x}");
+        assert_eq!(got.frame(&buf), &t[..], "tag reinserted, TPID {tpid:#x}");
+        assert_eq!(got.offset, 0);
+    }
+
+    // Truncation is reported, not hidden.
+    let mut small = vec![0u8; 100];
+    tx.send(None, &frame).unwrap();
+    let got = recv_incoming(&rx, &mut small);
+    assert!(got.truncated());
+    assert_eq!(got.wire_len, frame.len());
+    assert_eq!(got.frame(&small), &frame[..got.len]);
+
+    // Without aux data the tag stays out of the frame (what the kernel does).
+    let rx_plain = ns_b
+        .enter(|| PacketSocket::bind("pb", &plain))
+        .unwrap()
+        .unwrap();
+    rx_plain.drain().unwrap();
+    tx.send(None, &tagged(&frame, 0x8100, 5)).unwrap();
+    let got = recv_incoming(&rx_plain, &mut buf);
+    assert_eq!(got.vlan, None);
+    assert_eq!(got.frame(&buf), &frame[..]);
+}

@@ -22,6 +22,7 @@ pub mod error;
 pub mod meta;
 pub mod rewrite;
 pub mod verify;
+pub mod virtio;
 
 pub use error::Error;
 pub use meta::{

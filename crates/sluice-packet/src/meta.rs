@@ -698,6 +698,26 @@ impl OffloadMeta {
         }
     }
 
+    /// Hands the IPv4 header checksum of `level` to the device: `Good` becomes `Partial` (the
+    /// device fills the field; its bytes no longer matter); `Partial` stays. Refused for
+    /// `Unknown` and `Bad` (as for [`OffloadMeta::l4_checksum_deferred`]) and for a level
+    /// without an IPv4 header.
+    pub fn ip_checksum_deferred(&mut self, level: Level) -> Result<(), Error> {
+        let slot = Slot::ip(level);
+        if !self.has_slot(slot) || self.l3_kind(level) != Some(L3Kind::Ipv4) {
+            return Err(Error::MissingHeader(slot));
+        }
+        match self.status(slot) {
+            CsumStatus::Good | CsumStatus::Partial => {
+                self.set(slot, CsumStatus::Partial);
+                Ok(())
+            }
+            CsumStatus::Unknown | CsumStatus::Bad => Err(Error::InvalidArgument(
+                "only a Good checksum can be deferred",
+            )),
+        }
+    }
+
     /// The caller recomputed the checksum of `slot` in full, in software, and wrote it (see
     /// [`crate::rewrite::recompute_checksum`]): the slot becomes `Good` whatever it was. This is
     /// the only transition out of `Bad`; use it only for packets you built yourself or have

@@ -1,0 +1,261 @@
+//! Round trips between software GSO ([`sluice_offload::gso`]) and GRO, for random flows (IPv4 and
+//! IPv6, VLAN stacks, TCP options, VXLAN/Geneve/GRE tunnels, any segment size):
+//!
+//! - GSO then GRO gives back the original super-packet byte for byte (lengths, IDs, flags and
+//!   checksums included: the fields GSO changes per segment are exactly those GRO restores);
+//! - GRO then GSO gives back the original segments;
+//! - under random floods of frames the engine's memory stays bounded;
+//! - burst (zero-copy) mode gives exactly the packets of the copying mode.
+
+mod gro_common;
+
+use gro_common::*;
+use proptest::prelude::*;
+use sluice_offload::gro::{GroBurst, GroConfig, GroEngine};
+use sluice_offload::gso::{self, GsoOutput, GsoParams};
+use sluice_packet::{CsumStatus, GsoType, OffloadMeta, Slot};
+
+fn seg_strategy() -> impl Strategy<Value = (Seg, usize)> {
+    (
+        any::<bool>(),                                   // v6
+        0usize..4,                                       // vlan depth
+        0u8..5,                                          // tunnel kind
+        any::<bool>(),                                   // outer v6
+        any::<bool>(),                                   // outer checksum
+        any::<bool>(),                                   // timestamps option
+        (any::<u16>(), any::<bool>(), 1u8..255, 0u8..3), // id, df, ttl, ecn
+        any::<u32>(),                                    // seq
+        100usize..1461,                                  // mss
+        1usize..40,                                      // segments
+        any::<bool>(),                                   // psh on the last
+    )
+        .prop_map(
+            |(v6, depth, tun, ov6, ocsum, ts, (id, df, ttl, ecn), seq, mss, n, psh)| {
+                let mut s = if v6 {
+                    Seg::tcp6(seq, 0)
+                } else {
+                    Seg::tcp4(seq, 0)
+                };
+                s.vlans = (0..depth)
+                    .map(|i| (if i == 0 { 0x88a8 } else { 0x8100 }, 10 + i as u16))
+                    .collect();
+                s.id = id;
+                s.df = df;
+                s.ttl = ttl;
+                s.tos = ecn;
+                if ts {
+                    s.options = vec![1, 1, 8, 10, 1, 2, 3, 4, 5, 6, 7, 8];
+                }
+                if psh {
+                    s.flags |= PSH;
+                }
+                let t = match tun {
+                    1 => Some(Tun::Vxlan {
+                        vni: 5,
+                        outer_csum: ocsum,
+                    }),
+                    2 => Some(Tun::Geneve {
+                        vni: 6,
+                        outer_csum: ocsum,
+                    }),
+                    3 => Some(Tun::Gre { key: Some(9) }),
+                    _ => None,
+                };
+                s.outer = t.map(|tun| Outer {
+                    tun,
+                    v6: ov6,
+                    ..outer_vxlan()
+                });
+                // Keep the super-packet within 64 KiB of IP packet.
+                let max_payload = 60_000;
+                let total = (n * mss).min(max_payload / mss * mss).max(1);
+                let last_short = if n > 1 && mss > 200 { mss / 3 } else { 0 };
+                let total = if total + last_short <= max_payload {
+                    total + last_short
+                } else {
+                    total
+                };
+                s.payload = payload_at(seq, total);
+                (s, mss)
+            },
+        )
+}
+
+fn gso_type(s: &Seg) -> GsoType {
+    if s.v6 {
+        GsoType::TcpV6
+    } else {
+        GsoType::TcpV4
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn gso_then_gro_returns_the_super_packet((sp, mss) in seg_strategy()) {
+        let frame = sp.build();
+        let layout = sluice_wire::parse(&frame).unwrap();
+        let mut out = GsoOutput::new();
+        let n = gso::segment(&frame, &layout, &GsoParams::new(gso_type(&sp), mss as u16), &mut out)
+            .unwrap();
+        let mut e = GroEngine::new(GroConfig::default());
+        e.receive_batch(out.frames().map(|f| (f, OffloadMeta::default())), 0);
+        let p = e.pop_output().expect("one packet");
+        prop_assert!(e.pop_output().is_none(), "more than one packet");
+        prop_assert_eq!(usize::from(p.segments), n);
+        prop_assert!(p.frame == frame, "merged packet differs from the super-packet");
+        if n > 1 {
+            prop_assert_eq!(p.meta.gso_type(), gso_type(&sp));
+            prop_assert_eq!(usize::from(p.meta.segment_size()), mss);
+            let l4 = if sp.outer.is_some() { Slot::InnerL4 } else { Slot::OuterL4 };
+            prop_assert_eq!(p.meta.status(l4), CsumStatus::Good);
+        }
+    }
+
+    #[test]
+    fn gro_then_gso_returns_the_segments((sp, mss) in seg_strategy()) {
+        // The segments a sender would put on the wire (our GSO is checked against the kernel's
+        // elsewhere), then GRO, then GSO of every merged packet at its own segment size.
+        let frame = sp.build();
+        let layout = sluice_wire::parse(&frame).unwrap();
+        let mut segs = GsoOutput::new();
+        gso::segment(&frame, &layout, &GsoParams::new(gso_type(&sp), mss as u16), &mut segs).unwrap();
+        let original: Vec<Vec<u8>> = segs.frames().map(<[u8]>::to_vec).collect();
+        let mut e = GroEngine::new(GroConfig::default());
+        e.receive_batch(original.iter().map(|f| (f.as_slice(), OffloadMeta::default())), 0);
+        let mut again: Vec<Vec<u8>> = vec![];
+        while let Some(p) = e.pop_output() {
+            if p.segments == 1 {
+                again.push(p.frame);
+                continue;
+            }
+            let l = sluice_wire::parse(&p.frame).unwrap();
+            let params = GsoParams::new(p.meta.gso_type(), p.meta.segment_size());
+            let mut o = GsoOutput::new();
+            gso::segment(&p.frame, &l, &params, &mut o).unwrap();
+            again.extend(o.frames().map(<[u8]>::to_vec));
+        }
+        prop_assert_eq!(again.len(), original.len());
+        prop_assert!(again == original, "segments differ");
+    }
+
+    #[test]
+    fn memory_stays_bounded_under_floods(
+        seeds in proptest::collection::vec((any::<u16>(), any::<u8>(), 0usize..1500, any::<u8>()), 1..400),
+        max_flows in 1usize..16,
+    ) {
+        let cfg = GroConfig { max_flows, max_held_packets: 32, udp: true, ..GroConfig::default() };
+        let mut e = GroEngine::new(cfg);
+        let mut biggest = 0usize;
+        for chunk in seeds.chunks(37) {
+            let frames: Vec<Vec<u8>> = chunk
+                .iter()
+                .map(|&(port, kind, len, noise)| {
+                    let mut s = if kind & 1 == 0 { Seg::tcp4(u32::from(port) * 7, len) } else { Seg::tcp6(0, len) };
+                    s.sport = port % 64;
+                    s.udp = kind & 2 != 0;
+                    let mut f = s.build();
+                    if kind & 4 != 0 && !f.is_empty() {
+                        let i = usize::from(noise) % f.len();
+                        f[i] ^= noise | 1;
+                    }
+                    if kind & 8 != 0 {
+                        f.truncate(usize::from(noise));
+                    }
+                    biggest = biggest.max(f.len());
+                    f
+                })
+                .collect();
+            for f in &frames {
+                e.receive(f, OffloadMeta::default(), 0);
+                prop_assert!(e.held_flows() <= max_flows);
+                prop_assert!(e.held_segments() <= 32);
+            }
+            e.end_batch(0);
+            e.drain_output(|_| {});
+            // Held buffers plus a bounded pool, each at most one 64 KiB buffer.
+            let bound = (max_flows + (2 * max_flows).max(64)) * (66_048 + biggest);
+            prop_assert!(e.buffer_bytes() <= bound, "{} > {}", e.buffer_bytes(), bound);
+        }
+    }
+
+    #[test]
+    fn burst_mode_equals_copying_mode(
+        flows in proptest::collection::vec(seg_strategy(), 1..4),
+        order in proptest::collection::vec(any::<u8>(), 0..64),
+        flips in proptest::collection::vec((any::<u16>(), any::<u8>()), 0..4),
+        good in any::<bool>(),
+    ) {
+        // Interleave the segments of a few random flows, break some bytes, then compare.
+        let mut streams: Vec<Vec<Vec<u8>>> = flows
+            .iter()
+            .enumerate()
+            .map(|(i, (sp, mss))| {
+                let mut sp = sp.clone();
+                sp.sport = 1000 + i as u16;
+                let frame = sp.build();
+                let layout = sluice_wire::parse(&frame).unwrap();
+                let mut out = GsoOutput::new();
+                gso::segment(&frame, &layout, &GsoParams::new(gso_type(&sp), *mss as u16), &mut out)
+                    .unwrap();
+                {
+                    let mut v: Vec<Vec<u8>> = out.frames().map(<[u8]>::to_vec).collect();
+                    v.reverse();
+                    v
+                }
+            })
+            .collect();
+        let mut frames: Vec<Vec<u8>> = vec![];
+        let mut k = 0;
+        while frames.len() < 64 && streams.iter().any(|s| !s.is_empty()) {
+            let live: Vec<usize> = (0..streams.len()).filter(|&i| !streams[i].is_empty()).collect();
+            let pick = live[order.get(k).copied().unwrap_or(0) as usize % live.len()];
+            k += 1;
+            if let Some(f) = streams[pick].pop() {
+                frames.push(f);
+            }
+        }
+        for (at, x) in flips {
+            let n = frames.len();
+            let f = &mut frames[usize::from(at) % n];
+            let i = usize::from(at) % f.len();
+            f[i] ^= x | 1;
+        }
+        let metas: Vec<OffloadMeta> = frames
+            .iter()
+            .map(|f| match sluice_wire::parse(f) {
+                Ok(l) if good => {
+                    let mut m = OffloadMeta::from_layout(&l);
+                    m.rx_checksum_unnecessary(true);
+                    m
+                }
+                _ => OffloadMeta::default(),
+            })
+            .collect();
+        let mut copying = GroEngine::new(GroConfig::default());
+        copying.receive_batch(frames.iter().map(Vec::as_slice).zip(metas.iter().copied()), 0);
+        let mut want = vec![];
+        while let Some(p) = copying.pop_output() {
+            want.push((p.frame, p.meta, p.segments));
+        }
+        let mut burst_engine = GroEngine::new(GroConfig::default());
+        let mut out = GroBurst::new();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        // Twice, to exercise the reuse of `out`.
+        for _ in 0..2 {
+            burst_engine.coalesce_burst(&refs, &metas, &mut out);
+            let got: Vec<_> = out
+                .packets()
+                .iter()
+                .map(|p| {
+                    let mut f = vec![];
+                    out.linearize(p, &refs, &mut f);
+                    (f, p.meta, p.segments)
+                })
+                .collect();
+            prop_assert_eq!(got.len(), want.len());
+            prop_assert!(got == want, "burst mode differs from copying mode");
+        }
+    }
+}

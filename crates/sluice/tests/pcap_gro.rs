@@ -1,0 +1,200 @@
+//! `sluice pcap gro` end to end: a generated capture of interleaved TCP flows, a UDP flow, an
+//! ARP frame and a frame with a bad checksum; checks the merged frames, their order, full
+//! checksums, `OUT.jsonl`, `--udp` and `--batch`.
+
+#[path = "../../sluice-offload/tests/gro_common/mod.rs"]
+mod gro_common;
+
+use gro_common::*;
+use sluice_packet::verify::{verify_frame, Verdict};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("sluice-pcap-gro-{}-{name}", std::process::id()))
+}
+
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&262_144u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        b.extend_from_slice(&(i as u32).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).unwrap();
+    let be = b[0] == 0xa1;
+    let rd = |x: &[u8]| {
+        let a: [u8; 4] = x.try_into().unwrap();
+        if be {
+            u32::from_be_bytes(a)
+        } else {
+            u32::from_le_bytes(a)
+        }
+    };
+    assert_eq!(rd(&b[..4]), 0xa1b2_3c4d, "nanosecond pcap");
+    let mut at = 24;
+    let mut out = Vec::new();
+    while at + 16 <= b.len() {
+        let len = rd(&b[at + 8..at + 12]) as usize;
+        out.push(b[at + 16..at + 16 + len].to_vec());
+        at += 16 + len;
+    }
+    out
+}
+
+fn sluice(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn jsonl(out: &Path) -> Vec<serde_json::Value> {
+    let mut p = out.as_os_str().to_owned();
+    p.push(".jsonl");
+    std::fs::read_to_string(PathBuf::from(p))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn big(first: &Seg, total: usize) -> Vec<u8> {
+    let mut s = first.clone();
+    s.payload = payload_at(first.seq, total);
+    s.build()
+}
+
+#[test]
+fn coalesces_a_capture_in_order_with_full_checksums() {
+    let input = tmp("in.pcap");
+    let output = tmp("out.pcap");
+    let a = Seg::tcp4(1000, 1448);
+    let mut b = Seg::tcp6(9, 1000);
+    b.sport = 7;
+    let sa = stream(&a, 6, 1448);
+    let sb = stream(&b, 4, 1000);
+    let arp = {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+        f.extend_from_slice(&[0; 28]);
+        f
+    };
+    let mut bad = Seg::tcp4(0, 100);
+    bad.sport = 99;
+    let mut bad = bad.build();
+    *bad.last_mut().unwrap() ^= 1;
+    let udp: Vec<Vec<u8>> = (0..3).map(|n| Seg::udp4(500, n).build()).collect();
+    let mut frames = vec![];
+    for i in 0..6 {
+        frames.push(sa[i].build());
+        if i < 4 {
+            frames.push(sb[i].build());
+        }
+        if i == 2 {
+            frames.push(arp.clone());
+            frames.push(bad.clone());
+        }
+    }
+    frames.extend(udp.iter().cloned());
+    write_pcap(&input, &frames);
+
+    let o = sluice(&[
+        "pcap",
+        "gro",
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = read_pcap(&output);
+    let meta = jsonl(&output);
+    assert_eq!(got.len(), meta.len());
+    // ARP, the bad frame and UDP (off by default) leave on arrival; the two TCP flows at the
+    // batch end, oldest first.
+    assert_eq!(got.len(), 2 + 3 + 2);
+    assert!(got[0] == arp);
+    assert!(got[1] == bad, "bad checksum passes unchanged");
+    assert!(got[2..5] == udp[..]);
+    assert!(got[5] == big(&a, 6 * 1448), "flow a merged");
+    assert!(got[6] == big(&b, 4 * 1000), "flow b merged");
+    assert_eq!(meta[5]["segments"], 6);
+    assert_eq!(meta[5]["segment_size"], 1448);
+    assert_eq!(meta[5]["gso_type"], "tcpv4");
+    assert_eq!(meta[6]["gso_type"], "tcpv6");
+    assert_eq!(meta[6]["segments"], 4);
+    assert_eq!(meta[0]["gso_type"], serde_json::Value::Null);
+    assert_eq!(meta[0]["segments"], 1);
+    for f in &got[5..7] {
+        let v = verify_frame(f, &sluice_wire::parse(f).unwrap());
+        assert_eq!(v.l4, Verdict::Good);
+        assert_ne!(v.ip, Verdict::Bad);
+    }
+    let summary = String::from_utf8_lossy(&o.stderr);
+    assert!(summary.contains("15 frames in"), "{summary}");
+    assert!(summary.contains("7 packets out"), "{summary}");
+
+    // --udp merges the datagrams; --batch 2 cuts the TCP flows at every second frame.
+    let o = sluice(&[
+        "pcap",
+        "gro",
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+        "--udp",
+    ]);
+    assert!(o.status.success());
+    let meta = jsonl(&output);
+    let last = meta.last().unwrap();
+    assert_eq!(meta.len(), 2 + 3);
+    assert_eq!(last["gso_type"], "udp_l4");
+    assert_eq!(last["segments"], 3);
+    assert_eq!(last["segment_size"], 500);
+    let got = read_pcap(&output);
+    let f = got.last().unwrap();
+    assert_eq!(
+        verify_frame(f, &sluice_wire::parse(f).unwrap()).l4,
+        Verdict::Good
+    );
+
+    let o = sluice(&[
+        "pcap",
+        "gro",
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+        "--batch",
+        "1",
+    ]);
+    assert!(o.status.success());
+    let meta = jsonl(&output);
+    assert!(
+        meta.iter().all(|m| m["segments"] == 1),
+        "batch 1 merges nothing"
+    );
+    assert_eq!(meta.len(), frames.len());
+    let o = sluice(&[
+        "pcap",
+        "gro",
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+        "--batch",
+        "0",
+    ]);
+    assert!(!o.status.success());
+    for p in [&input, &output] {
+        let _ = std::fs::remove_file(p);
+    }
+    let mut j = output.as_os_str().to_owned();
+    j.push(".jsonl");
+    let _ = std::fs::remove_file(PathBuf::from(j));
+}

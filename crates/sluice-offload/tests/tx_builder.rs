@@ -1,0 +1,316 @@
+//! Test frames for the transmit-preparation tests: every encapsulation of the matrix, built byte
+//! by byte with an independent checksum implementation. Included by the `tx_*` and `virtio_*`
+//! tests with `#[path]`; as a test target of its own it only checks itself.
+#![allow(dead_code, missing_docs)]
+
+use sluice_packet::rewrite::seed_partial;
+use sluice_packet::verify::verify_frame;
+use sluice_packet::{GsoType, Level, OffloadMeta};
+use sluice_wire::Layout;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encap {
+    Plain,
+    Tag1,
+    Tag2,
+    Vxlan,
+    Geneve,
+    Gre,
+}
+
+impl Encap {
+    pub const ALL: [Encap; 6] = [
+        Encap::Plain,
+        Encap::Tag1,
+        Encap::Tag2,
+        Encap::Vxlan,
+        Encap::Geneve,
+        Encap::Gre,
+    ];
+    pub fn tunnelled(self) -> bool {
+        matches!(self, Encap::Vxlan | Encap::Geneve | Encap::Gre)
+    }
+    pub fn tags(self) -> usize {
+        match self {
+            Encap::Tag1 => 1,
+            Encap::Tag2 => 2,
+            _ => 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ip {
+    V4,
+    V6,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum L4 {
+    Tcp,
+    Udp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Csum {
+    Partial,
+    Good,
+    Bad,
+    Unknown,
+}
+
+impl Csum {
+    pub const ALL: [Csum; 4] = [Csum::Partial, Csum::Good, Csum::Bad, Csum::Unknown];
+}
+
+/// Ones'-complement sum of big-endian words over the concatenation of `parts`, folded (not
+/// complemented). Independent of sluice-checksum.
+pub fn ocsum(parts: &[&[u8]]) -> u16 {
+    let mut acc: u64 = 0;
+    let mut odd: Option<u8> = None;
+    for p in parts {
+        for &b in *p {
+            match odd.take() {
+                Some(hi) => acc += u64::from(u16::from_be_bytes([hi, b])),
+                None => odd = Some(b),
+            }
+        }
+    }
+    if let Some(hi) = odd {
+        acc += u64::from(u16::from_be_bytes([hi, 0]));
+    }
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+pub const V4_SRC: [u8; 4] = [192, 0, 2, 1];
+pub const V4_DST: [u8; 4] = [192, 0, 2, 2];
+pub const V6_SRC: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+pub const V6_DST: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+fn pseudo(ip: Ip, proto: u8, len: usize, outer: bool) -> Vec<u8> {
+    let mut p = Vec::new();
+    match ip {
+        Ip::V4 => {
+            p.extend_from_slice(if outer { &[198, 51, 100, 1] } else { &V4_SRC });
+            p.extend_from_slice(if outer { &[198, 51, 100, 2] } else { &V4_DST });
+            p.extend_from_slice(&[0, proto]);
+            p.extend_from_slice(&(len as u16).to_be_bytes());
+        }
+        Ip::V6 => {
+            let (mut s, mut d) = (V6_SRC, V6_DST);
+            if outer {
+                s[15] = 0x11;
+                d[15] = 0x12;
+            }
+            p.extend_from_slice(&s);
+            p.extend_from_slice(&d);
+            p.extend_from_slice(&(len as u32).to_be_bytes());
+            p.extend_from_slice(&[0, 0, 0, proto]);
+        }
+    }
+    p
+}
+
+/// An IP packet (header + L4 header + payload) with correct checksums; `outer` picks the
+/// tunnel endpoint addresses. `l4_bytes` is the complete L4 segment with a zero checksum field.
+pub fn ip_packet(
+    ip: Ip,
+    proto: u8,
+    mut l4: Vec<u8>,
+    csum_field: Option<usize>,
+    outer: bool,
+) -> Vec<u8> {
+    if let Some(f) = csum_field {
+        let ps = pseudo(ip, proto, l4.len(), outer);
+        let mut c = !ocsum(&[&ps, &l4]);
+        if c == 0 && proto == 17 {
+            c = 0xffff;
+        }
+        l4[f..f + 2].copy_from_slice(&c.to_be_bytes());
+    }
+    let mut h = match ip {
+        Ip::V4 => {
+            let total = (20 + l4.len()) as u16;
+            let mut h = vec![0x45, 0];
+            h.extend_from_slice(&total.to_be_bytes());
+            h.extend_from_slice(&[0x12, 0x34, 0x40, 0, 64, proto, 0, 0]);
+            if outer {
+                h.extend_from_slice(&[198, 51, 100, 1, 198, 51, 100, 2]);
+            } else {
+                h.extend_from_slice(&V4_SRC);
+                h.extend_from_slice(&V4_DST);
+            }
+            let c = !ocsum(&[&h]);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            h
+        }
+        Ip::V6 => {
+            let mut h = vec![0x60, 0, 0, 0];
+            h.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+            h.extend_from_slice(&[proto, 64]);
+            let (mut s, mut d) = (V6_SRC, V6_DST);
+            if outer {
+                s[15] = 0x11;
+                d[15] = 0x12;
+            }
+            h.extend_from_slice(&s);
+            h.extend_from_slice(&d);
+            h
+        }
+    };
+    h.extend_from_slice(&l4);
+    h
+}
+
+pub fn payload(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 + 3) as u8).collect()
+}
+
+pub fn l4_segment(l4: L4, data: &[u8]) -> (u8, Vec<u8>, usize) {
+    match l4 {
+        L4::Tcp => {
+            let mut t = vec![
+                0x30, 0x39, 0x00, 0x50, 0, 0, 0x03, 0xe8, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0,
+                0, 0,
+            ];
+            t.extend_from_slice(data);
+            (6, t, 16)
+        }
+        L4::Udp => {
+            let len = (8 + data.len()) as u16;
+            let mut u = vec![0x30, 0x39, 0x00, 0x35];
+            u.extend_from_slice(&len.to_be_bytes());
+            u.extend_from_slice(&[0, 0]);
+            u.extend_from_slice(data);
+            (17, u, 6)
+        }
+    }
+}
+
+fn eth(tags: usize, ethertype: u16) -> Vec<u8> {
+    let mut e = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+    for i in 0..tags {
+        let tpid: u16 = if i + 1 < tags { 0x88a8 } else { 0x8100 };
+        e.extend_from_slice(&tpid.to_be_bytes());
+        e.extend_from_slice(&(100 + i as u16).to_be_bytes());
+    }
+    e.extend_from_slice(&ethertype.to_be_bytes());
+    e
+}
+
+fn ethertype(ip: Ip) -> u16 {
+    match ip {
+        Ip::V4 => 0x0800,
+        Ip::V6 => 0x86dd,
+    }
+}
+
+/// A frame with every checksum correct.
+pub fn frame(encap: Encap, ip: Ip, l4: L4, payload_len: usize) -> Vec<u8> {
+    let data = payload(payload_len);
+    let (proto, seg, field) = l4_segment(l4, &data);
+    let inner_ip = ip_packet(ip, proto, seg, Some(field), false);
+    match encap {
+        Encap::Plain | Encap::Tag1 | Encap::Tag2 => {
+            let mut f = eth(encap.tags(), ethertype(ip));
+            f.extend_from_slice(&inner_ip);
+            f
+        }
+        Encap::Vxlan | Encap::Geneve => {
+            let mut inner = eth(0, ethertype(ip));
+            inner.extend_from_slice(&inner_ip);
+            let (port, hdr): (u16, [u8; 8]) = match encap {
+                Encap::Vxlan => (4789, [0x08, 0, 0, 0, 0, 0, 42, 0]),
+                _ => (6081, [0, 0, 0x65, 0x58, 0, 0, 42, 0]),
+            };
+            let len = (8 + 8 + inner.len()) as u16;
+            let mut udp = vec![0xc0, 0x00];
+            udp.extend_from_slice(&port.to_be_bytes());
+            udp.extend_from_slice(&len.to_be_bytes());
+            udp.extend_from_slice(&[0, 0]);
+            udp.extend_from_slice(&hdr);
+            udp.extend_from_slice(&inner);
+            // VXLAN carries an outer UDP checksum, Geneve a zero one.
+            let field = (encap == Encap::Vxlan).then_some(6);
+            let mut f = eth(0, ethertype(ip));
+            f.extend_from_slice(&ip_packet(ip, 17, udp, field, true));
+            f
+        }
+        Encap::Gre => {
+            let mut gre = vec![0, 0];
+            gre.extend_from_slice(&ethertype(ip).to_be_bytes());
+            gre.extend_from_slice(&inner_ip);
+            let mut f = eth(0, ethertype(ip));
+            f.extend_from_slice(&ip_packet(ip, 47, gre, None, true));
+            f
+        }
+    }
+}
+
+pub fn innermost_level(meta: &OffloadMeta) -> Level {
+    if meta.tunnel().is_some() {
+        Level::Inner
+    } else {
+        Level::Outer
+    }
+}
+
+/// Frame + metadata in the given checksum state, with an optional GSO request.
+pub fn packet(
+    encap: Encap,
+    ip: Ip,
+    l4: L4,
+    gso: bool,
+    csum: Csum,
+) -> (Vec<u8>, OffloadMeta, Layout) {
+    let mut f = frame(encap, ip, l4, if gso { 3000 } else { 200 });
+    let layout = sluice_wire::parse(&f).expect("test frame parses");
+    let mut meta = OffloadMeta::from_layout(&layout);
+    let level = innermost_level(&meta);
+    let l4_off = usize::from(meta.offsets().l4(level).expect("l4"));
+    let field = l4_off + if l4 == L4::Tcp { 16 } else { 6 };
+    match csum {
+        Csum::Unknown => {}
+        Csum::Good => meta.apply_verdicts(&verify_frame(&f, &layout)),
+        Csum::Bad => {
+            f[field] ^= 0x55;
+            meta.apply_verdicts(&verify_frame(&f, &layout));
+        }
+        Csum::Partial => {
+            meta.apply_verdicts(&verify_frame(&f, &layout));
+            meta.rx_needs_csum(l4_off as u16, (field - l4_off) as u16)
+                .expect("partial");
+            seed_partial(&mut f, &meta).expect("seed");
+        }
+    }
+    if gso {
+        let t = match (l4, ip) {
+            (L4::Tcp, Ip::V4) => GsoType::TcpV4,
+            (L4::Tcp, Ip::V6) => GsoType::TcpV6,
+            (L4::Udp, _) => GsoType::UdpL4,
+        };
+        meta.set_gso(t, 1000, false).expect("gso");
+    }
+    (f, meta, layout)
+}
+
+#[test]
+fn builder_frames_verify() {
+    use sluice_packet::Verdict;
+    for encap in Encap::ALL {
+        for ip in [Ip::V4, Ip::V6] {
+            for l4 in [L4::Tcp, L4::Udp] {
+                let f = frame(encap, ip, l4, 101);
+                let layout = sluice_wire::parse(&f).unwrap();
+                assert_eq!(layout.tunnel.is_some(), encap.tunnelled(), "{encap:?}");
+                assert_eq!(layout.outer.vlans.len(), encap.tags());
+                let v = verify_frame(&f, &layout);
+                let l4v = if encap.tunnelled() { v.inner_l4 } else { v.l4 };
+                assert_eq!(l4v, Verdict::Good, "{encap:?} {ip:?} {l4:?}: {v:?}");
+            }
+        }
+    }
+}

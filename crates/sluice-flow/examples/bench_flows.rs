@@ -1,0 +1,90 @@
+//! `bench_flows`: the classifier benchmark (`sluice bench flows` until the binary wires it), and
+//! the rule-file generator for the OVS / nftables comparison (`bench/ovs/flows-vs-ovs.sh`).
+//!
+//! ```text
+//! bench_flows [--rules N] [--masks M] [--batch B] [--threads T] [--lookups L] [--flows F] [--json]
+//! bench_flows --emit DIR [--rules N] [--masks M]   # writes sluice.rules, ovs.flows, nft.elems
+//! bench_flows --load FILE [--json]                   # times parse + insert of a rules file
+//! ```
+use std::io::Write;
+
+use sluice_flow::cli;
+
+fn main() -> std::io::Result<()> {
+    let mut opts = cli::BenchOpts::default();
+    let mut json = false;
+    let mut emit: Option<String> = None;
+    let mut load: Option<String> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut num = || -> usize {
+            args.next()
+                .and_then(|v| v.replace('_', "").parse().ok())
+                .unwrap_or_else(|| {
+                    eprintln!("{a} needs a number");
+                    std::process::exit(2)
+                })
+        };
+        match a.as_str() {
+            "--rules" => opts.rules = num(),
+            "--masks" => opts.masks = num(),
+            "--batch" => opts.batch = num(),
+            "--threads" => opts.threads = num(),
+            "--lookups" => opts.lookups = num(),
+            "--flows" => opts.flows = num(),
+            "--json" => json = true,
+            "--emit" => emit = args.next(),
+            "--load" => load = args.next(),
+            _ => {
+                eprintln!("unknown argument {a}");
+                std::process::exit(2)
+            }
+        }
+    }
+    if let Some(dir) = emit {
+        let dir = std::path::Path::new(&dir);
+        let mut s = std::io::BufWriter::new(std::fs::File::create(dir.join("sluice.rules"))?);
+        let mut o = std::io::BufWriter::new(std::fs::File::create(dir.join("ovs.flows"))?);
+        let mut n = std::io::BufWriter::new(std::fs::File::create(dir.join("nft.elems"))?);
+        for i in 0..opts.rules {
+            writeln!(s, "{}", cli::bench_rule_text(i, opts.masks))?;
+            writeln!(o, "{}", cli::bench_rule_openflow(i, opts.masks))?;
+            writeln!(n, "{}", cli::bench_rule_nft_element(i, opts.masks))?;
+        }
+        return Ok(());
+    }
+    if let Some(file) = load {
+        let mut table = sluice_flow::FlowTable::new(sluice_flow::TableConfig::default());
+        let ports = sluice_flow::PortNames::new();
+        let rss0 = cli::rss_bytes().unwrap_or(0);
+        let t = std::time::Instant::now();
+        let rep = cli::load_batch_file(std::path::Path::new(&file), &mut table, &ports, |_| {})?;
+        let secs = t.elapsed().as_secs_f64();
+        let rss1 = cli::rss_bytes().unwrap_or(0);
+        for e in rep.errors.iter().take(5) {
+            eprintln!("{e}");
+        }
+        let rate = rep.inserted as f64 / secs;
+        println!(
+            "loaded {} rules from {} lines in {secs:.3} s: {rate:.0} rules/s (parse + insert), {} errors, {:.0} bytes/rule resident growth",
+            rep.inserted,
+            rep.lines,
+            rep.errors.len(),
+            rss1.saturating_sub(rss0) as f64 / rep.inserted.max(1) as f64
+        );
+        if json {
+            println!(
+                "{{\"rules\": {}, \"load_rules_per_sec\": {rate}, \"errors\": {}}}",
+                rep.inserted,
+                rep.errors.len()
+            );
+        }
+        return Ok(());
+    }
+    let rep = cli::bench_flows(opts);
+    println!("{rep}");
+    if json {
+        println!("{}", rep.to_json());
+    }
+    Ok(())
+}

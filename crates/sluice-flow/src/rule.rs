@@ -1,0 +1,177 @@
+//! Rules: a masked match, a priority and actions; handles; typed per-rule errors.
+
+use crate::action::Actions;
+use crate::key::{Field, FlowKey, Mask};
+
+/// A masked match: a packet matches when `packet & mask == key`.
+///
+/// Valid only when `key & !mask == 0` (the key has no bit the mask ignores). [`Match::new`]
+/// rejects other keys with [`RuleError::InvalidMask`] rather than silently clearing the bits, so
+/// a caller's mistake (say `10.0.0.1/24` built by hand) is reported, not rewritten; the text
+/// parser, like `tc flower`, masks the value it reads and never produces an invalid match. The
+/// table checks again on insert, since the fields are public.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Match {
+    /// The field values (already masked).
+    pub key: FlowKey,
+    /// Which bits of the key matter.
+    pub mask: Mask,
+}
+
+impl Match {
+    /// The match-everything match.
+    pub const ANY: Match = Match {
+        key: FlowKey::ZERO,
+        mask: FlowKey::ZERO,
+    };
+
+    /// A checked match.
+    pub fn new(key: FlowKey, mask: Mask) -> Result<Match, RuleError> {
+        let m = Match { key, mask };
+        if m.is_valid() {
+            Ok(m)
+        } else {
+            Err(RuleError::InvalidMask)
+        }
+    }
+
+    /// Whether `key & !mask == 0`.
+    pub fn is_valid(&self) -> bool {
+        self.key.within(&self.mask)
+    }
+
+    /// Sets a field's value and mask together (the value is masked).
+    pub fn set(&mut self, field: Field, value: &[u8], mask: &[u8]) {
+        let mut v = FlowKey::ZERO;
+        v.set(field, value);
+        let mut m = FlowKey::ZERO;
+        m.set(field, mask);
+        let v = v.masked(&m);
+        // Replace only this field's bytes.
+        let mut vb = [0u8; 16];
+        let mut mb = [0u8; 16];
+        let (_, len) = field.span();
+        v.read(field, &mut vb[..len]);
+        m.read(field, &mut mb[..len]);
+        self.key.set(field, &vb[..len]);
+        self.mask.set(field, &mb[..len]);
+    }
+
+    /// Sets a numeric field with an exact mask.
+    pub fn set_exact(&mut self, field: Field, value: u64) {
+        self.set_uint_masked(field, value, u64::MAX);
+    }
+
+    /// Sets a numeric field with a mask.
+    pub fn set_uint_masked(&mut self, field: Field, value: u64, mask: u64) {
+        let (_, len) = field.span();
+        let bits = if len >= 8 {
+            u64::MAX
+        } else {
+            (1u64 << (len * 8)) - 1
+        };
+        let m = mask & bits;
+        self.key.set_uint(field, value & m);
+        self.mask.set_uint(field, m);
+    }
+
+    /// Whether `packet` matches.
+    pub fn matches(&self, packet: &FlowKey) -> bool {
+        self.key.matches(&self.mask, packet)
+    }
+}
+
+/// A classification rule.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Rule {
+    /// What packets it matches.
+    pub matcher: Match,
+    /// Higher wins.
+    pub priority: u32,
+    /// What to do with them.
+    pub actions: Actions,
+}
+
+/// A rule's handle: a small integer, reused after the rule is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Handle(pub u32);
+
+impl core::fmt::Display for Handle {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// How a batch treats a failing rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchMode {
+    /// Apply every rule that can be applied; report the others.
+    BestEffort,
+    /// Apply all rules or none: one failure leaves the table unchanged; that rule reports its
+    /// error and every other rule of the batch reports [`RuleError::Aborted`]. (Inserts of 4096
+    /// rules or more are applied in hash-table order, and the failure reported is the first one
+    /// met in that order.)
+    AllOrNothing,
+}
+
+/// Which rule a delete or modify addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // transient request values; boxing would cost an allocation each
+pub enum RuleRef {
+    /// By handle.
+    Handle(Handle),
+    /// By exact match and priority.
+    Exact {
+        /// The match (as inserted).
+        matcher: Match,
+        /// The priority.
+        priority: u32,
+    },
+}
+
+/// Why one rule of a batch was not applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuleError {
+    /// A rule with the same match and priority exists (possibly earlier in the same batch).
+    Duplicate {
+        /// The existing rule.
+        existing: Handle,
+    },
+    /// The key has bits outside the mask.
+    InvalidMask,
+    /// The rule-count quota is reached.
+    TableFull {
+        /// The quota.
+        limit: usize,
+    },
+    /// The memory quota would be exceeded.
+    MemoryQuota {
+        /// The quota, bytes.
+        limit: usize,
+    },
+    /// No rule has this handle.
+    UnknownHandle(Handle),
+    /// No rule has this exact match and priority.
+    NotFound,
+    /// The rule was valid but its all-or-nothing batch failed on another rule.
+    Aborted,
+}
+
+impl core::fmt::Display for RuleError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RuleError::Duplicate { existing } => {
+                write!(f, "duplicate of rule {existing} (same match and priority)")
+            }
+            RuleError::InvalidMask => f.write_str("key has bits outside the mask"),
+            RuleError::TableFull { limit } => write!(f, "table full ({limit} rules)"),
+            RuleError::MemoryQuota { limit } => write!(f, "memory quota of {limit} bytes reached"),
+            RuleError::UnknownHandle(h) => write!(f, "no rule with handle {h}"),
+            RuleError::NotFound => f.write_str("no rule with this match and priority"),
+            RuleError::Aborted => f.write_str("batch aborted by another rule's error"),
+        }
+    }
+}
+
+impl std::error::Error for RuleError {}

@@ -1,0 +1,940 @@
+//! The rule text syntax, close to `tc flower`.
+//!
+//! ```text
+//! [prio N] [MATCH VALUE]... action ACTION[,ACTION]...
+//! ```
+//!
+//! Matches (values in decimal or `0x` hex; `/MASK` where shown):
+//!
+//! | key | value |
+//! |---|---|
+//! | `in_port` | a port name from [`PortNames`] or a number |
+//! | `src_mac`, `dst_mac` | `aa:bb:cc:dd:ee:ff[/MASK]`, mask as a MAC or a prefix length |
+//! | `eth_type` | `ipv4`, `ipv6`, `arp` or a number: the EtherType after all VLAN tags |
+//! | `vlan_ethtype`, `vlan_id`, `vlan_prio` | outer tag: TPID (`802.1q`, `802.1ad`, `0x9100`, number), VID, PCP |
+//! | `cvlan_ethtype`, `cvlan_id`, `cvlan_prio` | the same for the second (inner) tag |
+//! | `src_ip`, `dst_ip` | IPv4 or IPv6 address, `/PREFIX` or `/MASK` |
+//! | `ip_proto` | `tcp`, `udp`, `sctp`, `icmp`, `icmpv6` or a number |
+//! | `ip_tos`, `ip_ttl` | number`[/MASK]` (TOS: DSCP << 2 | ECN; TTL: IPv6 hop limit too) |
+//! | `src_port`, `dst_port` | number`[/MASK]` (needs `ip_proto` tcp, udp or sctp) |
+//! | `tcp_flags` | number`[/MASK]`, 12 bits (needs `ip_proto tcp`) |
+//! | `enc_key_id`, `enc_src_ip`, `enc_dst_ip` | tunnel id; outer addresses (`/PREFIX` or `/MASK`) |
+//!
+//! Differences from tc flower, on purpose: `vlan_ethtype`/`cvlan_ethtype` name the TPID *of* the
+//! outer/inner tag (flower names the type that follows it), and `eth_type` is always the
+//! EtherType after the whole VLAN stack. `eth_type` is inferred from an IP address match, so
+//! `dst_ip 10.0.0.0/8` alone is enough; `ip_proto`, `ip_tos` and `ip_ttl` need an IP family from
+//! either. A value with bits outside its mask is masked (`10.0.0.1/24` means `10.0.0.0/24`).
+//!
+//! Actions: `output:PORT`, `drop`, `push_vlan:TPID:VID[:PCP]`, `pop_vlan`,
+//! `set_eth_src:MAC`, `set_eth_dst:MAC`, `set_ipv4_src:A`, `set_ipv4_dst:A`, `set_ipv6_src:A`,
+//! `set_ipv6_dst:A`, `set_ttl:N`, `set_dscp:N`, `set_tp_src:N`, `set_tp_dst:N`,
+//! `encap:KIND:id=N:src=ADDR:dst=ADDR[:csum]` (KIND `vxlan`, `geneve` or `gre`; IPv6 addresses in
+//! brackets, e.g. `src=[fd00::1]`; `csum` turns the outer UDP checksum on) and `decap`.
+//!
+//! Each key may appear once. Errors carry the byte column of the offending token;
+//! [`ParseError::render`] prints the line
+//! with a `^` marker under it. [`RuleText`] prints a rule back in this syntax, and parsing that
+//! text gives the same rule.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::action::{Action, Actions, Encap, TunnelKind};
+use crate::key::{flags, vlan_tci, Field, VLAN_PRESENT};
+use crate::rule::{Match, Rule};
+
+/// Port names and numbers, supplied by the caller.
+#[derive(Debug, Clone, Default)]
+pub struct PortNames {
+    by_name: HashMap<String, u32>,
+    by_num: HashMap<u32, String>,
+}
+
+impl PortNames {
+    /// An empty table (numbers only).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names port `number`.
+    pub fn insert(&mut self, name: &str, number: u32) {
+        self.by_name.insert(name.to_owned(), number);
+        self.by_num.insert(number, name.to_owned());
+    }
+
+    /// The number of a named port.
+    pub fn number(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The name of a port.
+    pub fn name(&self, number: u32) -> Option<&str> {
+        self.by_num.get(&number).map(String::as_str)
+    }
+
+    fn resolve(&self, s: &str) -> Option<u32> {
+        self.number(s)
+            .or_else(|| parse_num(s).and_then(|n| u32::try_from(n).ok()))
+    }
+}
+
+/// A rule text error: where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// Byte column of the offending token (0-based).
+    pub column: usize,
+    /// Its length in bytes (at least 1).
+    pub len: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ParseError {
+    fn at(tok: &Tok<'_>, message: impl Into<String>) -> Self {
+        ParseError {
+            column: tok.col,
+            len: tok.s.len().max(1),
+            message: message.into(),
+        }
+    }
+
+    /// The line followed by a `^^^` marker under the offending token and the message.
+    pub fn render(&self, line: &str) -> String {
+        let pad: String = line
+            .char_indices()
+            .take_while(|(i, _)| *i < self.column)
+            .map(|(_, c)| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        format!(
+            "{line}\n{pad}{} {}",
+            "^".repeat(self.len.min(80)),
+            self.message
+        )
+    }
+}
+
+impl core::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "column {}: {}", self.column + 1, self.message)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+#[derive(Clone, Copy)]
+struct Tok<'a> {
+    s: &'a str,
+    col: usize,
+}
+
+fn tokens(line: &str) -> Vec<Tok<'_>> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in line.char_indices() {
+        if c.is_whitespace() {
+            if let Some(s) = start.take() {
+                out.push(Tok {
+                    s: line.get(s..i).unwrap_or(""),
+                    col: s,
+                });
+            }
+        } else if start.is_none() {
+            start = Some(i);
+        }
+    }
+    if let Some(s) = start {
+        out.push(Tok {
+            s: line.get(s..).unwrap_or(""),
+            col: s,
+        });
+    }
+    out
+}
+
+fn parse_num(s: &str) -> Option<u64> {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut n = 0;
+    for part in s.split(':') {
+        let slot = out.get_mut(n)?;
+        if part.is_empty() || part.len() > 2 {
+            return None;
+        }
+        *slot = u8::from_str_radix(part, 16).ok()?;
+        n += 1;
+    }
+    (n == 6).then_some(out)
+}
+
+fn prefix_mask<const N: usize>(bits: u32) -> [u8; N] {
+    let mut m = [0u8; N];
+    for (i, b) in m.iter_mut().enumerate() {
+        let lo = (i as u32) * 8;
+        *b = if bits >= lo + 8 {
+            0xff
+        } else if bits > lo {
+            0xffu8 << (8 - (bits - lo))
+        } else {
+            0
+        };
+    }
+    m
+}
+
+/// Prefix length of a contiguous mask.
+fn prefix_len(m: &[u8]) -> Option<u32> {
+    let mut bits = 0u32;
+    let mut ended = false;
+    for b in m {
+        if ended {
+            if *b != 0 {
+                return None;
+            }
+            continue;
+        }
+        let lead = b.leading_ones();
+        if lead < 8 {
+            // Remaining bits of this byte must be zero.
+            if b.checked_shl(lead).unwrap_or(0) != 0 {
+                return None;
+            }
+            ended = true;
+        }
+        bits += lead;
+    }
+    Some(bits)
+}
+
+/// Parses `ADDR[/PREFIX|/MASK]` as (family is v4, 16-byte value, 16-byte mask) in the key's
+/// layout (IPv4 in the last four bytes, mask only there).
+fn parse_ip_masked(s: &str) -> Result<(bool, [u8; 16], [u8; 16]), String> {
+    let (a, m) = match s.split_once('/') {
+        Some((a, m)) => (a, Some(m)),
+        None => (s, None),
+    };
+    let addr: IpAddr = a
+        .parse()
+        .map_err(|_| format!("`{a}` is not an IPv4 or IPv6 address"))?;
+    match addr {
+        IpAddr::V4(v4) => {
+            let mask: [u8; 4] = match m {
+                None => [0xff; 4],
+                Some(m) => match m.parse::<u32>() {
+                    Ok(p) if p <= 32 => prefix_mask::<4>(p),
+                    Ok(_) => return Err("IPv4 prefix length is at most 32".into()),
+                    Err(_) => m
+                        .parse::<Ipv4Addr>()
+                        .map_err(|_| format!("bad IPv4 mask `{m}`"))?
+                        .octets(),
+                },
+            };
+            let mut v = [0u8; 16];
+            let mut mk = [0u8; 16];
+            for i in 0..4 {
+                v[12 + i] = v4.octets()[i] & mask[i];
+                mk[12 + i] = mask[i];
+            }
+            Ok((true, v, mk))
+        }
+        IpAddr::V6(v6) => {
+            let mask: [u8; 16] = match m {
+                None => [0xff; 16],
+                Some(m) => match m.parse::<u32>() {
+                    Ok(p) if p <= 128 => prefix_mask::<16>(p),
+                    Ok(_) => return Err("IPv6 prefix length is at most 128".into()),
+                    Err(_) => m
+                        .parse::<Ipv6Addr>()
+                        .map_err(|_| format!("bad IPv6 mask `{m}`"))?
+                        .octets(),
+                },
+            };
+            let mut v = v6.octets();
+            for (b, k) in v.iter_mut().zip(mask.iter()) {
+                *b &= k;
+            }
+            Ok((false, v, mask))
+        }
+    }
+}
+
+fn parse_num_masked(s: &str, max: u64) -> Result<(u64, u64), String> {
+    let (v, m) = match s.split_once('/') {
+        Some((v, m)) => (v, Some(m)),
+        None => (s, None),
+    };
+    let v = parse_num(v).ok_or_else(|| format!("`{v}` is not a number"))?;
+    let m = match m {
+        None => max,
+        Some(m) => parse_num(m).ok_or_else(|| format!("`{m}` is not a mask"))?,
+    };
+    if v > max || m > max {
+        return Err(format!("value out of range (max {max:#x})"));
+    }
+    Ok((v & m, m))
+}
+
+fn parse_tpid(s: &str) -> Option<u16> {
+    match s {
+        "802.1q" | "802.1Q" => Some(0x8100),
+        "802.1ad" | "802.1AD" => Some(0x88a8),
+        _ => parse_num(s).and_then(|n| u16::try_from(n).ok()),
+    }
+}
+
+fn tpid_name(t: u16) -> String {
+    match t {
+        0x8100 => "802.1q".into(),
+        0x88a8 => "802.1ad".into(),
+        _ => format!("{t:#06x}"),
+    }
+}
+
+fn proto_name(p: u8) -> String {
+    match p {
+        6 => "tcp".into(),
+        17 => "udp".into(),
+        132 => "sctp".into(),
+        1 => "icmp".into(),
+        58 => "icmpv6".into(),
+        _ => p.to_string(),
+    }
+}
+
+/// Parses one rule line.
+pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
+    let toks = tokens(line);
+    let mut m = Match::ANY;
+    let mut prio = 0u32;
+    let mut actions: Option<Vec<Action>> = None;
+    let mut family: Option<(bool, Tok<'_>)> = None; // (is_v4, where it was implied)
+    let mut eth_type_tok: Option<Tok<'_>> = None;
+    let mut needs_ip: Option<Tok<'_>> = None;
+    let mut needs_l4: Option<Tok<'_>> = None;
+    let mut needs_tcp: Option<Tok<'_>> = None;
+    let end = Tok {
+        s: "",
+        col: line.len(),
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while let Some(t) = toks.get(i).copied() {
+        if t.s == "action" || t.s == "actions" {
+            let rest = toks.get(i + 1..).unwrap_or(&[]);
+            if rest.is_empty() {
+                return Err(ParseError::at(&end, "`action` needs an action list"));
+            }
+            actions = Some(parse_actions(rest, ports)?);
+            break;
+        }
+        let canon = match t.s {
+            "priority" | "pref" => "prio",
+            "protocol" => "eth_type",
+            k => k,
+        };
+        if seen.contains(&canon) {
+            return Err(ParseError::at(&t, format!("`{}` given twice", t.s)));
+        }
+        seen.push(canon);
+        let v = toks
+            .get(i + 1)
+            .copied()
+            .ok_or_else(|| ParseError::at(&t, format!("`{}` needs a value", t.s)))?;
+        let err = |msg: String| ParseError::at(&v, msg);
+        match t.s {
+            "prio" | "priority" | "pref" => {
+                prio = parse_num(v.s)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| err(format!("`{}` is not a priority (0..2^32)", v.s)))?;
+            }
+            "in_port" => {
+                let p = ports
+                    .resolve(v.s)
+                    .ok_or_else(|| err(format!("unknown port `{}`", v.s)))?;
+                m.set_exact(Field::InPort, u64::from(p));
+            }
+            "src_mac" | "dst_mac" => {
+                let (a, mk) = match v.s.split_once('/') {
+                    Some((a, mk)) => (a, Some(mk)),
+                    None => (v.s, None),
+                };
+                let mac = parse_mac(a).ok_or_else(|| err(format!("`{a}` is not a MAC")))?;
+                let mask = match mk {
+                    None => [0xff; 6],
+                    Some(mk) => match mk.parse::<u32>() {
+                        Ok(p) if p <= 48 => prefix_mask::<6>(p),
+                        _ => parse_mac(mk).ok_or_else(|| err(format!("bad MAC mask `{mk}`")))?,
+                    },
+                };
+                let f = if t.s == "src_mac" {
+                    Field::EthSrc
+                } else {
+                    Field::EthDst
+                };
+                m.set(f, &mac, &mask);
+            }
+            "eth_type" | "protocol" => {
+                let et = match v.s {
+                    "ipv4" | "ip" => 0x0800,
+                    "ipv6" => 0x86dd,
+                    "arp" => 0x0806,
+                    s => parse_num(s)
+                        .and_then(|n| u16::try_from(n).ok())
+                        .ok_or_else(|| err(format!("`{s}` is not an EtherType")))?,
+                };
+                m.set_exact(Field::EthType, u64::from(et));
+                eth_type_tok = Some(v);
+            }
+            "vlan_ethtype" | "cvlan_ethtype" => {
+                let tp =
+                    parse_tpid(v.s).ok_or_else(|| err(format!("`{}` is not a VLAN TPID", v.s)))?;
+                let inner = t.s.starts_with('c');
+                let f = if inner {
+                    Field::Vlan1Tpid
+                } else {
+                    Field::Vlan0Tpid
+                };
+                m.set_exact(f, u64::from(tp));
+                set_present(&mut m, inner);
+            }
+            "vlan_id" | "cvlan_id" | "vlan_prio" | "cvlan_prio" => {
+                let inner = t.s.starts_with('c');
+                let is_id = t.s.ends_with("_id");
+                let max = if is_id { 0xfff } else { 7 };
+                let n = parse_num(v.s)
+                    .filter(|n| *n <= max)
+                    .ok_or_else(|| err(format!("`{}` is not in 0..={max}", v.s)))?;
+                let f = if inner {
+                    Field::Vlan1Tci
+                } else {
+                    Field::Vlan0Tci
+                };
+                let (val, mask) = if is_id {
+                    (n, 0x0fff)
+                } else {
+                    (n << 13, 0xe000)
+                };
+                let k = m.key.uint(f) & !mask;
+                let mk = m.mask.uint(f);
+                m.key.set_uint(f, k | val);
+                m.mask.set_uint(f, mk | mask);
+                set_present(&mut m, inner);
+            }
+            "src_ip" | "dst_ip" | "enc_src_ip" | "enc_dst_ip" => {
+                let (v4, val, mask) = parse_ip_masked(v.s).map_err(err)?;
+                let f = match t.s {
+                    "src_ip" => Field::IpSrc,
+                    "dst_ip" => Field::IpDst,
+                    "enc_src_ip" => Field::TunSrc,
+                    _ => Field::TunDst,
+                };
+                m.set(f, &val, &mask);
+                if t.s.starts_with("enc_") {
+                    // `/0` matches everything, tunnelled or not (and prints as nothing).
+                    if mask.iter().any(|b| *b != 0) {
+                        set_tunnel(&mut m);
+                    }
+                } else {
+                    if let Some((fv4, _)) = family {
+                        if fv4 != v4 {
+                            return Err(err("mixes IPv4 and IPv6 addresses".into()));
+                        }
+                    }
+                    family = Some((v4, v));
+                }
+            }
+            "enc_key_id" => {
+                let n = parse_num(v.s)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| err(format!("`{}` is not a 32-bit key id", v.s)))?;
+                m.set_exact(Field::TunId, u64::from(n));
+                set_tunnel(&mut m);
+            }
+            "ip_proto" => {
+                let p = match v.s {
+                    "tcp" => 6,
+                    "udp" => 17,
+                    "sctp" => 132,
+                    "icmp" => 1,
+                    "icmpv6" => 58,
+                    s => parse_num(s)
+                        .and_then(|n| u8::try_from(n).ok())
+                        .ok_or_else(|| err(format!("`{s}` is not an IP protocol")))?,
+                };
+                m.set_exact(Field::IpProto, u64::from(p));
+                needs_ip.get_or_insert(t);
+            }
+            "ip_tos" | "ip_ttl" => {
+                let (val, mask) = parse_num_masked(v.s, 0xff).map_err(err)?;
+                let f = if t.s == "ip_tos" {
+                    Field::IpTos
+                } else {
+                    Field::IpTtl
+                };
+                m.set_uint_masked(f, val, mask);
+                needs_ip.get_or_insert(t);
+            }
+            "src_port" | "dst_port" => {
+                let (val, mask) = parse_num_masked(v.s, 0xffff).map_err(err)?;
+                let f = if t.s == "src_port" {
+                    Field::L4Src
+                } else {
+                    Field::L4Dst
+                };
+                m.set_uint_masked(f, val, mask);
+                needs_l4.get_or_insert(t);
+            }
+            "tcp_flags" => {
+                let (val, mask) = parse_num_masked(v.s, 0xfff).map_err(err)?;
+                m.set_uint_masked(Field::TcpFlags, val, mask);
+                needs_tcp.get_or_insert(t);
+            }
+            other => {
+                return Err(ParseError::at(&t, format!("unknown match key `{other}`")));
+            }
+        }
+        i += 2;
+    }
+    let Some(actions) = actions else {
+        return Err(ParseError::at(&end, "missing `action ...`"));
+    };
+    // Prerequisites, checked once the whole line is known.
+    let et = m
+        .mask
+        .is_ones(Field::EthType)
+        .then(|| m.key.uint(Field::EthType));
+    if let Some((v4, tok)) = family {
+        let want = if v4 { 0x0800 } else { 0x86dd };
+        match et {
+            None => m.set_exact(Field::EthType, want),
+            Some(e) if e == want => {}
+            Some(_) => {
+                let at = eth_type_tok.unwrap_or(tok);
+                return Err(ParseError::at(
+                    &at,
+                    "eth_type does not match the IP address family",
+                ));
+            }
+        }
+    }
+    let et = m
+        .mask
+        .is_ones(Field::EthType)
+        .then(|| m.key.uint(Field::EthType));
+    let is_ip = matches!(et, Some(0x0800) | Some(0x86dd));
+    if let Some(t) = needs_ip.or(needs_l4).or(needs_tcp) {
+        if !is_ip {
+            return Err(ParseError::at(
+                &t,
+                format!(
+                    "`{}` needs eth_type ipv4 or ipv6 (or an IP address match)",
+                    t.s
+                ),
+            ));
+        }
+    }
+    let proto = m
+        .mask
+        .is_ones(Field::IpProto)
+        .then(|| m.key.uint(Field::IpProto));
+    if let Some(t) = needs_l4 {
+        if !matches!(proto, Some(6) | Some(17) | Some(132)) {
+            return Err(ParseError::at(
+                &t,
+                format!("`{}` needs ip_proto tcp, udp or sctp", t.s),
+            ));
+        }
+    }
+    if let Some(t) = needs_tcp {
+        if proto != Some(6) {
+            return Err(ParseError::at(&t, "`tcp_flags` needs ip_proto tcp"));
+        }
+    }
+    Ok(Rule {
+        matcher: m,
+        priority: prio,
+        actions: Actions::new(actions),
+    })
+}
+
+fn set_present(m: &mut Match, inner: bool) {
+    let p = u64::from(VLAN_PRESENT);
+    let fields: &[Field] = if inner {
+        &[Field::Vlan0Tci, Field::Vlan1Tci]
+    } else {
+        &[Field::Vlan0Tci]
+    };
+    for f in fields {
+        let k = m.key.uint(*f) | p;
+        let mk = m.mask.uint(*f) | p;
+        m.key.set_uint(*f, k);
+        m.mask.set_uint(*f, mk);
+    }
+}
+
+fn set_tunnel(m: &mut Match) {
+    let k = m.key.uint(Field::Flags) | u64::from(flags::TUNNEL);
+    let mk = m.mask.uint(Field::Flags) | u64::from(flags::TUNNEL);
+    m.key.set_uint(Field::Flags, k);
+    m.mask.set_uint(Field::Flags, mk);
+}
+
+/// Splits on `:` outside `[...]`.
+fn split_colons(s: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ':' if depth == 0 => {
+                out.push((start, s.get(start..i).unwrap_or("")));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push((start, s.get(start..).unwrap_or("")));
+    out
+}
+
+fn parse_actions(toks: &[Tok<'_>], ports: &PortNames) -> Result<Vec<Action>, ParseError> {
+    let mut out = Vec::new();
+    for t in toks {
+        let mut off = 0;
+        for part in t.s.split(',') {
+            let tok = Tok {
+                s: part,
+                col: t.col + off,
+            };
+            off += part.len() + 1;
+            if part.is_empty() {
+                continue;
+            }
+            out.push(parse_action(tok, ports)?);
+        }
+    }
+    if out.is_empty() {
+        let t = toks.first().copied().unwrap_or(Tok { s: "", col: 0 });
+        return Err(ParseError::at(&t, "empty action list"));
+    }
+    Ok(out)
+}
+
+fn parse_action(t: Tok<'_>, ports: &PortNames) -> Result<Action, ParseError> {
+    let (name, arg) = match t.s.split_once(':') {
+        Some((n, a)) => (n, Some(a)),
+        None => (t.s, None),
+    };
+    let err = |m: String| ParseError::at(&t, m);
+    let need = |what: &str| -> Result<&str, ParseError> {
+        arg.filter(|a| !a.is_empty())
+            .ok_or_else(|| ParseError::at(&t, format!("`{name}` needs {what}")))
+    };
+    let num = |what: &str, max: u64| -> Result<u64, ParseError> {
+        let a = need(what)?;
+        parse_num(a)
+            .filter(|n| *n <= max)
+            .ok_or_else(|| ParseError::at(&t, format!("`{a}` is not {what} (max {max})")))
+    };
+    let v4 = |a: &str| -> Result<[u8; 4], ParseError> {
+        a.parse::<Ipv4Addr>()
+            .map(|x| x.octets())
+            .map_err(|_| ParseError::at(&t, format!("`{a}` is not an IPv4 address")))
+    };
+    let v6 = |a: &str| -> Result<[u8; 16], ParseError> {
+        a.trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<Ipv6Addr>()
+            .map(|x| x.octets())
+            .map_err(|_| ParseError::at(&t, format!("`{a}` is not an IPv6 address")))
+    };
+    let mac = |a: &str| -> Result<[u8; 6], ParseError> {
+        parse_mac(a).ok_or_else(|| ParseError::at(&t, format!("`{a}` is not a MAC")))
+    };
+    Ok(match name {
+        "output" => {
+            let p = need("a port")?;
+            Action::Output(
+                ports
+                    .resolve(p)
+                    .ok_or_else(|| err(format!("unknown port `{p}`")))?,
+            )
+        }
+        "drop" => Action::Drop,
+        "pop_vlan" => Action::PopVlan,
+        "decap" => Action::Decap,
+        "push_vlan" => {
+            let a = need("TPID:VID[:PCP]")?;
+            let parts: Vec<&str> = a.split(':').collect();
+            let (tp, vid, pcp) = match parts.as_slice() {
+                [tp, vid] => (*tp, *vid, "0"),
+                [tp, vid, pcp] => (*tp, *vid, *pcp),
+                _ => return Err(err("push_vlan takes TPID:VID[:PCP]".into())),
+            };
+            let tpid = parse_tpid(tp).ok_or_else(|| err(format!("`{tp}` is not a TPID")))?;
+            let vid = parse_num(vid)
+                .filter(|v| *v <= 0xfff)
+                .ok_or_else(|| err(format!("`{vid}` is not a VID (0..=4095)")))?;
+            let pcp = parse_num(pcp)
+                .filter(|v| *v <= 7)
+                .ok_or_else(|| err(format!("`{pcp}` is not a PCP (0..=7)")))?;
+            Action::PushVlan {
+                tpid,
+                tci: vlan_tci(pcp as u8, vid as u16) & !VLAN_PRESENT,
+            }
+        }
+        "set_eth_src" => Action::SetEthSrc(mac(need("a MAC")?)?),
+        "set_eth_dst" => Action::SetEthDst(mac(need("a MAC")?)?),
+        "set_ipv4_src" => Action::SetIpv4Src(v4(need("an IPv4 address")?)?),
+        "set_ipv4_dst" => Action::SetIpv4Dst(v4(need("an IPv4 address")?)?),
+        "set_ipv6_src" => Action::SetIpv6Src(v6(need("an IPv6 address")?)?),
+        "set_ipv6_dst" => Action::SetIpv6Dst(v6(need("an IPv6 address")?)?),
+        "set_ttl" => Action::SetTtl(num("a TTL", 0xff)? as u8),
+        "set_dscp" => Action::SetDscp(num("a DSCP", 0x3f)? as u8),
+        "set_tp_src" => Action::SetTpSrc(num("a port", 0xffff)? as u16),
+        "set_tp_dst" => Action::SetTpDst(num("a port", 0xffff)? as u16),
+        "encap" => {
+            let a = need("KIND:id=N:src=ADDR:dst=ADDR[:csum]")?;
+            let parts = split_colons(a);
+            let mut it = parts.iter();
+            let kind = match it.next().map(|p| p.1) {
+                Some("vxlan") => TunnelKind::Vxlan,
+                Some("geneve") => TunnelKind::Geneve,
+                Some("gre") => TunnelKind::Gre,
+                other => {
+                    return Err(err(format!(
+                        "`{}` is not a tunnel kind (vxlan, geneve, gre)",
+                        other.unwrap_or("")
+                    )))
+                }
+            };
+            let (mut id, mut src, mut dst, mut csum) = (None, None, None, false);
+            for (_, p) in it {
+                let ip = |s: &str| -> Result<IpAddr, ParseError> {
+                    s.trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .parse::<IpAddr>()
+                        .map_err(|_| ParseError::at(&t, format!("`{s}` is not an address")))
+                };
+                match p.split_once('=') {
+                    Some(("id", n)) => {
+                        id = Some(
+                            parse_num(n)
+                                .and_then(|n| u32::try_from(n).ok())
+                                .ok_or_else(|| err(format!("`{n}` is not a tunnel id")))?,
+                        )
+                    }
+                    Some(("src", s)) => src = Some(ip(s)?),
+                    Some(("dst", s)) => dst = Some(ip(s)?),
+                    None if *p == "csum" => csum = true,
+                    _ => return Err(err(format!("unknown encap parameter `{p}`"))),
+                }
+            }
+            let (Some(id), Some(src), Some(dst)) = (id, src, dst) else {
+                return Err(err("encap needs id=, src= and dst=".into()));
+            };
+            if src.is_ipv4() != dst.is_ipv4() {
+                return Err(err("encap endpoints mix IPv4 and IPv6".into()));
+            }
+            if kind != TunnelKind::Gre && id > 0x00ff_ffff {
+                return Err(err("VXLAN/Geneve ids are 24 bits".into()));
+            }
+            Action::Encap(Encap {
+                kind,
+                src,
+                dst,
+                id,
+                udp_csum: csum,
+            })
+        }
+        other => return Err(err(format!("unknown action `{other}`"))),
+    })
+}
+
+/// Prints a rule in the text syntax (with port names when known).
+pub struct RuleText<'a> {
+    /// The rule.
+    pub rule: &'a Rule,
+    /// Names to print ports with.
+    pub ports: &'a PortNames,
+}
+
+fn mac_str(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn ip_str(v: &[u8; 16], m: &[u8; 16], v4: bool) -> String {
+    if v4 {
+        let a = Ipv4Addr::new(v[12], v[13], v[14], v[15]);
+        let mk = [m[12], m[13], m[14], m[15]];
+        match prefix_len(&mk) {
+            Some(32) => a.to_string(),
+            Some(p) => format!("{a}/{p}"),
+            None => format!("{a}/{}", Ipv4Addr::from(mk)),
+        }
+    } else {
+        let a = Ipv6Addr::from(*v);
+        match prefix_len(m) {
+            Some(128) => a.to_string(),
+            Some(p) => format!("{a}/{p}"),
+            None => format!("{a}/{}", Ipv6Addr::from(*m)),
+        }
+    }
+}
+
+fn num_str(v: u64, m: u64, full: u64) -> String {
+    if m == full {
+        v.to_string()
+    } else {
+        format!("{v}/{m:#x}")
+    }
+}
+
+impl core::fmt::Display for RuleText<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let r = self.rule;
+        let (k, m) = (&r.matcher.key, &r.matcher.mask);
+        let port = |p: u32| -> String {
+            self.ports
+                .name(p)
+                .map_or_else(|| p.to_string(), str::to_owned)
+        };
+        write!(f, "prio {}", r.priority)?;
+        if !m.is_zero(Field::InPort) {
+            write!(f, " in_port {}", port(k.uint(Field::InPort) as u32))?;
+        }
+        for (name, fld) in [("src_mac", Field::EthSrc), ("dst_mac", Field::EthDst)] {
+            if !m.is_zero(fld) {
+                let (kv, mv) = (k.mac(fld), m.mac(fld));
+                if m.is_ones(fld) {
+                    write!(f, " {name} {}", mac_str(&kv))?;
+                } else {
+                    write!(f, " {name} {}/{}", mac_str(&kv), mac_str(&mv))?;
+                }
+            }
+        }
+        for (pfx, tp, tci) in [
+            ("vlan", Field::Vlan0Tpid, Field::Vlan0Tci),
+            ("cvlan", Field::Vlan1Tpid, Field::Vlan1Tci),
+        ] {
+            if !m.is_zero(tp) {
+                write!(f, " {pfx}_ethtype {}", tpid_name(k.uint(tp) as u16))?;
+            }
+            let (kv, mv) = (k.uint(tci), m.uint(tci));
+            if mv & 0x0fff == 0x0fff {
+                write!(f, " {pfx}_id {}", kv & 0x0fff)?;
+            }
+            if mv & 0xe000 == 0xe000 {
+                write!(f, " {pfx}_prio {}", kv >> 13)?;
+            }
+        }
+        let v4 = m.is_ones(Field::EthType) && k.uint(Field::EthType) == 0x0800;
+        if m.is_ones(Field::EthType) {
+            let name = match k.uint(Field::EthType) {
+                0x0800 => "ipv4".to_owned(),
+                0x86dd => "ipv6".to_owned(),
+                0x0806 => "arp".to_owned(),
+                e => format!("{e:#06x}"),
+            };
+            write!(f, " eth_type {name}")?;
+        }
+        for (name, fld) in [("src_ip", Field::IpSrc), ("dst_ip", Field::IpDst)] {
+            if !m.is_zero(fld) {
+                write!(f, " {name} {}", ip_str(&k.addr(fld), &m.addr(fld), v4))?;
+            }
+        }
+        if m.is_ones(Field::IpProto) {
+            write!(f, " ip_proto {}", proto_name(k.uint(Field::IpProto) as u8))?;
+        }
+        for (name, fld, full) in [
+            ("ip_tos", Field::IpTos, 0xff),
+            ("ip_ttl", Field::IpTtl, 0xff),
+            ("src_port", Field::L4Src, 0xffff),
+            ("dst_port", Field::L4Dst, 0xffff),
+            ("tcp_flags", Field::TcpFlags, 0xfff),
+        ] {
+            if !m.is_zero(fld) {
+                write!(f, " {name} {}", num_str(k.uint(fld), m.uint(fld), full))?;
+            }
+        }
+        if !m.is_zero(Field::TunId) {
+            write!(f, " enc_key_id {}", k.uint(Field::TunId))?;
+        }
+        for (name, fld) in [("enc_src_ip", Field::TunSrc), ("enc_dst_ip", Field::TunDst)] {
+            if !m.is_zero(fld) {
+                let (kv, mv) = (k.addr(fld), m.addr(fld));
+                let tv4 = mv.iter().take(12).all(|b| *b == 0);
+                write!(f, " {name} {}", ip_str(&kv, &mv, tv4))?;
+            }
+        }
+        f.write_str(" action ")?;
+        for (i, a) in r.actions.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            match a {
+                Action::Output(p) => write!(f, "output:{}", port(*p))?,
+                Action::Drop => f.write_str("drop")?,
+                Action::PopVlan => f.write_str("pop_vlan")?,
+                Action::Decap => f.write_str("decap")?,
+                Action::PushVlan { tpid, tci } => write!(
+                    f,
+                    "push_vlan:{}:{}:{}",
+                    tpid_name(*tpid),
+                    tci & 0x0fff,
+                    tci >> 13
+                )?,
+                Action::SetEthSrc(m) => write!(f, "set_eth_src:{}", mac_str(m))?,
+                Action::SetEthDst(m) => write!(f, "set_eth_dst:{}", mac_str(m))?,
+                Action::SetIpv4Src(a) => write!(f, "set_ipv4_src:{}", Ipv4Addr::from(*a))?,
+                Action::SetIpv4Dst(a) => write!(f, "set_ipv4_dst:{}", Ipv4Addr::from(*a))?,
+                Action::SetIpv6Src(a) => write!(f, "set_ipv6_src:{}", Ipv6Addr::from(*a))?,
+                Action::SetIpv6Dst(a) => write!(f, "set_ipv6_dst:{}", Ipv6Addr::from(*a))?,
+                Action::SetTtl(n) => write!(f, "set_ttl:{n}")?,
+                Action::SetDscp(n) => write!(f, "set_dscp:{n}")?,
+                Action::SetTpSrc(n) => write!(f, "set_tp_src:{n}")?,
+                Action::SetTpDst(n) => write!(f, "set_tp_dst:{n}")?,
+                Action::Encap(e) => {
+                    let addr = |a: &IpAddr| match a {
+                        IpAddr::V4(v) => v.to_string(),
+                        IpAddr::V6(v) => format!("[{v}]"),
+                    };
+                    write!(
+                        f,
+                        "encap:{}:id={}:src={}:dst={}{}",
+                        e.kind.name(),
+                        e.id,
+                        addr(&e.src),
+                        addr(&e.dst),
+                        if e.udp_csum { ":csum" } else { "" }
+                    )?
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl core::fmt::Display for Rule {
+    /// The rule in the text syntax, ports as numbers.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let ports = PortNames::new();
+        RuleText {
+            rule: self,
+            ports: &ports,
+        }
+        .fmt(f)
+    }
+}

@@ -1,0 +1,192 @@
+//! Handles, quotas, typed errors, modify, and the CLI helpers.
+use sluice_flow::{
+    cli, parse_rule, Action, Actions, BatchMode, Field, FlowKey, FlowTable, Handle, Match,
+    PortNames, Rule, RuleError, RuleRef, TableConfig,
+};
+
+fn rule(port: u16, prio: u32) -> Rule {
+    let line =
+        format!("prio {prio} ip_proto tcp dst_ip 10.0.0.0/8 dst_port {port} action output:1");
+    parse_rule(&line, &PortNames::new()).unwrap()
+}
+
+#[test]
+fn handles_are_small_and_reused() {
+    let mut t = FlowTable::new(TableConfig::default());
+    let hs: Vec<Handle> = (0..3).map(|i| t.insert(rule(i, 1)).unwrap()).collect();
+    assert_eq!(hs, vec![Handle(0), Handle(1), Handle(2)]);
+    t.delete(Handle(1)).unwrap();
+    assert_eq!(
+        t.delete(Handle(1)),
+        Err(RuleError::UnknownHandle(Handle(1)))
+    );
+    assert_eq!(t.insert(rule(9, 1)).unwrap(), Handle(1));
+    assert_eq!(
+        t.insert(rule(9, 1)),
+        Err(RuleError::Duplicate {
+            existing: Handle(1)
+        })
+    );
+    // Same match, other priority: a different rule.
+    assert_eq!(t.insert(rule(9, 2)).unwrap(), Handle(3));
+}
+
+#[test]
+fn quotas_and_invalid_masks() {
+    let mut t = FlowTable::new(TableConfig {
+        max_rules: 2,
+        max_bytes: usize::MAX,
+    });
+    let res = t.insert_batch((0..3).map(|i| rule(i, 1)).collect(), BatchMode::BestEffort);
+    assert!(res[0].is_ok() && res[1].is_ok());
+    assert_eq!(res[2], Err(RuleError::TableFull { limit: 2 }));
+    let per = FlowTable::bytes_per_rule();
+    let mut t = FlowTable::new(TableConfig {
+        max_rules: 100,
+        max_bytes: 2 * per,
+    });
+    let res = t.insert_batch((0..3).map(|i| rule(i, 1)).collect(), BatchMode::BestEffort);
+    assert_eq!(res[2], Err(RuleError::MemoryQuota { limit: 2 * per }));
+    // Key bits outside the mask.
+    let mut key = FlowKey::ZERO;
+    key.set_uint(Field::L4Dst, 80);
+    assert_eq!(Match::new(key, FlowKey::ZERO), Err(RuleError::InvalidMask));
+    let bad = Rule {
+        matcher: Match {
+            key,
+            mask: FlowKey::ZERO,
+        },
+        priority: 0,
+        actions: Actions::output(1),
+    };
+    assert_eq!(t.insert(bad), Err(RuleError::InvalidMask));
+}
+
+#[test]
+fn all_or_nothing_leaves_the_table_unchanged() {
+    let mut t = FlowTable::new(TableConfig::default());
+    t.insert(rule(5, 1)).unwrap();
+    let gen = t.generation();
+    let res = t.insert_batch(
+        vec![rule(1, 1), rule(5, 1), rule(2, 1)],
+        BatchMode::AllOrNothing,
+    );
+    assert_eq!(
+        res,
+        vec![
+            Err(RuleError::Aborted),
+            Err(RuleError::Duplicate {
+                existing: Handle(0)
+            }),
+            Err(RuleError::Aborted)
+        ]
+    );
+    assert_eq!(t.len(), 1);
+    assert_eq!(t.masks(), 1);
+    assert_eq!(t.generation(), gen, "nothing was published");
+    assert_eq!(t.reader().snapshot().len(), 1);
+    let res = t.delete_batch(
+        vec![RuleRef::Handle(Handle(0)), RuleRef::Handle(Handle(7))],
+        BatchMode::AllOrNothing,
+    );
+    assert_eq!(
+        res,
+        vec![
+            Err(RuleError::Aborted),
+            Err(RuleError::UnknownHandle(Handle(7)))
+        ]
+    );
+    assert_eq!(t.len(), 1);
+}
+
+#[test]
+fn modify_and_delete_by_exact_match() {
+    let mut t = FlowTable::new(TableConfig::default());
+    let r = rule(80, 10);
+    let h = t.insert(r.clone()).unwrap();
+    let mut pk = FlowKey::ZERO;
+    pk.set_uint(Field::EthType, 0x0800);
+    pk.set(Field::IpDst, &sluice_flow::key::v4_mapped([10, 1, 2, 3]));
+    pk.set_uint(Field::IpProto, 6);
+    pk.set_uint(Field::L4Dst, 80);
+    let reader = t.reader();
+    assert_eq!(
+        reader.lookup(&pk).unwrap().2.as_slice(),
+        &[Action::Output(1)]
+    );
+    let new = Actions::new([Action::PopVlan, Action::Output(4)]);
+    let res = t.modify_batch(
+        vec![(
+            RuleRef::Exact {
+                matcher: r.matcher,
+                priority: 10,
+            },
+            new.clone(),
+        )],
+        BatchMode::BestEffort,
+    );
+    assert_eq!(res, vec![Ok(h)]);
+    assert_eq!(reader.lookup(&pk).unwrap().2, new);
+    assert_eq!(t.rule(h).unwrap().actions, new);
+    assert_eq!(t.find(&r.matcher, 10), Some(h));
+    let res = t.delete_batch(
+        vec![RuleRef::Exact {
+            matcher: r.matcher,
+            priority: 10,
+        }],
+        BatchMode::BestEffort,
+    );
+    assert_eq!(res, vec![Ok(())]);
+    assert!(reader.lookup(&pk).is_none());
+    assert_eq!(t.masks(), 0, "the empty subtable is gone");
+}
+
+#[test]
+fn load_batch_reports_line_errors_and_progress() {
+    let text = "# comment\nprio 1 dst_ip 10.0.0.0/8 action output:1\n\nprio 1 dst_ip 10.0.0.0/8 action output:2\nprio 2 dst_ipp 1.2.3.4 action drop\nprio 3 dst_ip 10.0.0.0/8 action drop\n";
+    let mut t = FlowTable::new(TableConfig::default());
+    let mut progress = Vec::new();
+    let rep = cli::load_batch_reader(text.as_bytes(), &mut t, &PortNames::new(), |n| {
+        progress.push(n)
+    })
+    .unwrap();
+    assert_eq!(rep.lines, 6);
+    assert_eq!(rep.inserted, 2);
+    assert_eq!(rep.errors.len(), 2);
+    assert_eq!(rep.errors[0].line_no, 4);
+    assert!(matches!(
+        rep.errors[0].kind,
+        cli::LineErrorKind::Rule(RuleError::Duplicate { .. })
+    ));
+    assert_eq!(rep.errors[1].line_no, 5);
+    let shown = rep.errors[1].to_string();
+    assert!(shown.contains("line 5") && shown.contains('^'), "{shown}");
+    assert_eq!(progress.last(), Some(&6));
+}
+
+#[test]
+fn bench_report_json_has_the_issue_fields() {
+    let rep = cli::bench_flows(cli::BenchOpts {
+        rules: 2000,
+        masks: 16,
+        batch: 500,
+        threads: 2,
+        lookups: 256,
+        flows: 64,
+        seed: 3,
+    });
+    assert_eq!(rep.rules, 2000);
+    assert_eq!(rep.masks, 16);
+    assert!(rep.hit_rate > 0.99);
+    let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
+    for k in [
+        "rules",
+        "masks",
+        "insert_rules_per_sec",
+        "lookups_per_sec",
+        "bytes_per_rule",
+    ] {
+        assert!(v.get(k).is_some(), "{k}");
+    }
+    assert!(rep.to_string().contains("rules/s"));
+}

@@ -1,0 +1,156 @@
+//! `sluice flow add --batch` (offline until the daemon lands) and `sluice bench flows`.
+
+use anyhow::{bail, Context, Result};
+use sluice_flow::cli::{bench_flows, load_batch_file, BenchOpts};
+use sluice_flow::table::{FlowTable, TableConfig};
+use sluice_flow::text::PortNames;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// `sluice flow` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum FlowCmd {
+    /// Insert rules (tc-flower-like syntax, one per line) into a flow table.
+    ///
+    /// Until the switch daemon lands, the rules go into an offline table: the command checks a
+    /// rules file, reports every bad line with the offending token marked, and measures the
+    /// insertion rate.
+    Add {
+        /// A file of rules, one per line (`#` comments and blank lines skipped).
+        #[arg(long, value_name = "FILE")]
+        batch: PathBuf,
+        /// Port names for `in_port NAME` / `output:NAME`: `name=number`, comma-separated.
+        #[arg(long, value_name = "NAME=NUM,...", value_delimiter = ',')]
+        ports: Vec<String>,
+        /// Most rules the table accepts (the rule-count quota).
+        #[arg(long, default_value_t = 16 << 20)]
+        max_rules: usize,
+    },
+}
+
+/// `sluice bench` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCmd {
+    /// Insert N generated rules in batches, then look up a packet mix; print rules/s,
+    /// lookups/s and memory per rule.
+    Flows {
+        /// Rules to generate and insert.
+        #[arg(long, default_value_t = 1_000_000)]
+        rules: usize,
+        /// Distinct masks the rules use (1..=64).
+        #[arg(long, default_value_t = 16)]
+        masks: usize,
+        /// Lookup threads.
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        /// Rules per insert batch.
+        #[arg(long, default_value_t = 65_536)]
+        batch: usize,
+        /// Lookups per thread.
+        #[arg(long, default_value_t = 5_000_000)]
+        lookups: usize,
+        /// Also print one JSON object on the last line of stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn port_names(specs: &[String]) -> Result<PortNames> {
+    let mut names = PortNames::new();
+    for spec in specs {
+        let Some((name, num)) = spec.split_once('=') else {
+            bail!("--ports: expected NAME=NUMBER, got {spec:?}");
+        };
+        let num: u32 = num
+            .parse()
+            .with_context(|| format!("--ports: {num:?} is not a port number"))?;
+        names.insert(name, num);
+    }
+    Ok(names)
+}
+
+/// Runs `sluice flow …`.
+pub fn run_flow(cmd: FlowCmd) -> Result<()> {
+    match cmd {
+        FlowCmd::Add {
+            batch,
+            ports,
+            max_rules,
+        } => {
+            let names = port_names(&ports)?;
+            let mut table = FlowTable::new(TableConfig {
+                max_rules,
+                ..TableConfig::default()
+            });
+            let total = std::fs::metadata(&batch)
+                .with_context(|| format!("cannot read {}", batch.display()))?
+                .len();
+            let tty = std::io::stderr().is_terminal();
+            let start = Instant::now();
+            let report = load_batch_file(&batch, &mut table, &names, |lines| {
+                if tty {
+                    eprint!("\r{lines} lines read ({total} bytes in the file)");
+                }
+            })
+            .with_context(|| format!("cannot read {}", batch.display()))?;
+            let secs = start.elapsed().as_secs_f64();
+            if tty {
+                eprintln!();
+            }
+            for e in &report.errors {
+                eprintln!("{}: {e}", batch.display());
+            }
+            println!(
+                "{} lines, {} rules inserted, {} errors, {:.0} rules/s",
+                report.lines,
+                report.inserted,
+                report.errors.len(),
+                report.inserted as f64 / secs.max(1e-9)
+            );
+            if !report.errors.is_empty() {
+                bail!(
+                    "{} of the rules in {} were rejected",
+                    report.errors.len(),
+                    batch.display()
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Runs `sluice bench …`.
+pub fn run_bench(cmd: BenchCmd) -> Result<()> {
+    match cmd {
+        BenchCmd::Flows {
+            rules,
+            masks,
+            threads,
+            batch,
+            lookups,
+            json,
+        } => {
+            if !(1..=64).contains(&masks) {
+                bail!("--masks must be between 1 and 64");
+            }
+            if threads == 0 || batch == 0 || rules == 0 {
+                bail!("--rules, --threads and --batch must be at least 1");
+            }
+            let opts = BenchOpts {
+                rules,
+                masks,
+                threads,
+                batch,
+                lookups,
+                ..BenchOpts::default()
+            };
+            let report = bench_flows(opts);
+            println!("{report}");
+            if json {
+                println!("{}", report.to_json());
+            }
+            Ok(())
+        }
+    }
+}

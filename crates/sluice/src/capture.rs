@@ -148,3 +148,44 @@ impl CaptureReader {
         frame
     }
 }
+
+/// A pcap file (nanosecond timestamps, Ethernet) opened for writing.
+pub struct CaptureWriter {
+    inner: pcap_file::pcap::PcapWriter<std::io::BufWriter<File>>,
+}
+
+impl CaptureWriter {
+    /// Creates (or truncates) `path` as an Ethernet pcap with a 256 KiB snap length, enough for
+    /// 64 KiB GSO super-frames.
+    pub fn create(path: &Path) -> Result<Self> {
+        let file = File::create(path)
+            .with_context(|| format!("cannot create capture {}", path.display()))?;
+        let header = pcap_file::pcap::PcapHeader {
+            snaplen: 262_144,
+            datalink: DataLink::ETHERNET,
+            ts_resolution: pcap_file::TsResolution::NanoSecond,
+            ..pcap_file::pcap::PcapHeader::default()
+        };
+        let inner = pcap_file::pcap::PcapWriter::with_header(std::io::BufWriter::new(file), header)
+            .with_context(|| format!("cannot write a pcap header to {}", path.display()))?;
+        Ok(CaptureWriter { inner })
+    }
+
+    /// Appends one frame.
+    pub fn write(&mut self, timestamp: Duration, data: &[u8]) -> Result<()> {
+        let len = u32::try_from(data.len()).context("frame larger than 4 GiB")?;
+        self.inner
+            .write_packet(&pcap_file::pcap::PcapPacket::new(timestamp, len, data))
+            .context("cannot write a frame")?;
+        Ok(())
+    }
+
+    /// Flushes buffered frames to the file.
+    pub fn finish(self) -> Result<()> {
+        use std::io::Write;
+        self.inner
+            .into_writer()
+            .flush()
+            .context("cannot flush the capture")
+    }
+}

@@ -2,6 +2,11 @@
 //! control client).
 
 mod capture;
+mod cmd_features;
+mod cmd_flow;
+mod cmd_gro;
+mod cmd_gso;
+mod cmd_tx;
 mod inspect;
 
 use anyhow::{bail, Result};
@@ -24,6 +29,15 @@ enum Cmd {
     /// Offline tools over pcap / pcapng captures.
     #[command(subcommand)]
     Pcap(PcapCmd),
+    /// Device offload features (named as `ethtool -k` names them).
+    #[command(subcommand)]
+    Features(cmd_features::Cmd),
+    /// Flow rules (tc-flower-like syntax).
+    #[command(subcommand)]
+    Flow(cmd_flow::FlowCmd),
+    /// Benchmarks that print their numbers (`--json` for machines).
+    #[command(subcommand)]
+    Bench(cmd_flow::BenchCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -42,6 +56,12 @@ enum PcapCmd {
         #[arg(long = "geneve-port", value_name = "PORT")]
         geneve_ports: Vec<u16>,
     },
+    /// Segment every frame in software (GSO), as for a device with no offloads.
+    Gso(cmd_gso::Args),
+    /// Coalesce the frames of a capture (GRO) with Linux's merge rules.
+    Gro(cmd_gro::Args),
+    /// Run every frame through transmit preparation for a device with the given features.
+    Tx(cmd_tx::Args),
 }
 
 fn parse_config(vxlan: &[u16], geneve: &[u16]) -> Result<ParseConfig> {
@@ -81,6 +101,12 @@ fn run(cli: Cli) -> Result<()> {
             inspect::run(&file, format, &cfg, &mut out)?;
             Ok(())
         }
+        Cmd::Pcap(PcapCmd::Gso(args)) => cmd_gso::run(args),
+        Cmd::Pcap(PcapCmd::Gro(args)) => cmd_gro::run(args),
+        Cmd::Pcap(PcapCmd::Tx(args)) => cmd_tx::run(args),
+        Cmd::Features(cmd) => cmd_features::run(cmd),
+        Cmd::Flow(cmd) => cmd_flow::run_flow(cmd),
+        Cmd::Bench(cmd) => cmd_flow::run_bench(cmd),
     }
 }
 

@@ -70,7 +70,17 @@ fuzz_target!(|data: &[u8]| {
         if op & 0x80 != 0 {
             if let Ok(l) = sluice_wire::parse(&frame) {
                 meta = OffloadMeta::from_layout(&l);
-                meta.rx_checksum_unnecessary(op & 0x40 != 0);
+                // An honest device: it reports "checksum unnecessary" only for frames whose
+                // checksums are right. `Good` is a verified claim; the engine builds on it (a
+                // merged tunnel's outer checksum is derived from the inner sums), so a false
+                // claim is garbage in, not a finding.
+                let v = verify_frame(&frame, &l);
+                let honest = [v.ip, v.l4, v.inner_ip, v.inner_l4]
+                    .iter()
+                    .all(|&x| x != Verdict::Bad);
+                if honest {
+                    meta.rx_checksum_unnecessary(op & 0x40 != 0);
+                }
             }
         }
         e.receive(&frame, meta, now);

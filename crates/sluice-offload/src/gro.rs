@@ -1374,6 +1374,11 @@ fn eligible(frame: &[u8], layout: &Layout, info: &Info) -> bool {
         if h.l3_end != Some(frame.len()) {
             return false;
         }
+        // An IPv6 payload length of 0 (a jumbogram, or a lie) does not match the packet's
+        // length either: Linux's ipv6_gro_receive flushes it, and merging would rewrite the field.
+        if kind == L3Kind::Ipv6 && be16(frame, l3 + 4) == Some(0) {
+            return false;
+        }
     }
     // IPv6 extension headers: only hop-by-hop, routing and destination options are skipped by
     // Linux's GRO; a fragment or AH header stops it.

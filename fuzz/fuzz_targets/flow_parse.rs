@@ -24,7 +24,11 @@ fuzz_target!(|data: &[u8]| {
         }
         Ok(rule) => {
             assert!(rule.matcher.is_valid());
-            let text = RuleText { rule: &rule, ports: &ports }.to_string();
+            let text = RuleText {
+                rule: &rule,
+                ports: &ports,
+            }
+            .to_string();
             let again = match parse_rule(&text, &ports) {
                 Ok(r) => r,
                 Err(e) => panic!("printed rule does not parse:\n{}", e.render(&text)),

@@ -637,3 +637,68 @@ fn buffers_are_reused() {
     }
     assert_eq!(e.buffer_bytes(), before);
 }
+
+/// An IPv6/TCP segment carried as a jumbogram (payload length 0, hop-by-hop Jumbo Payload
+/// option), with a correct TCP checksum.
+fn jumbo_tcp6(seq: u32, payload: &[u8]) -> Vec<u8> {
+    use sluice_checksum::{combine, pseudo, sum};
+    let (src, dst) = ([0x20, 1, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], {
+        let mut d = [0u8; 16];
+        d[..4].copy_from_slice(&[0x20, 1, 0x0d, 0xb8]);
+        d[15] = 2;
+        d
+    });
+    let mut tcp = vec![0u8; 20];
+    tcp[0..2].copy_from_slice(&1000u16.to_be_bytes());
+    tcp[2..4].copy_from_slice(&80u16.to_be_bytes());
+    tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+    tcp[8..12].copy_from_slice(&1u32.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x10; // ACK
+    tcp[14..16].copy_from_slice(&512u16.to_be_bytes());
+    tcp.extend_from_slice(payload);
+    let ph = pseudo::ipv6(&src, &dst, 6, tcp.len() as u32);
+    let c = !combine(ph, sum(&tcp));
+    tcp[16..18].copy_from_slice(&c.to_be_bytes());
+    // Hop-by-hop: next header TCP, length 0 (8 bytes), Jumbo Payload option (type 0xc2,
+    // length 4, the real payload length).
+    let jumbo_len = (8 + tcp.len()) as u32;
+    let mut hbh = vec![6u8, 0, 0xc2, 4];
+    hbh.extend_from_slice(&jumbo_len.to_be_bytes());
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd];
+    f.extend_from_slice(&[0x60, 0, 0, 0, 0, 0, 0, 64]); // payload length 0, next header HBH
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&hbh);
+    f.extend_from_slice(&tcp);
+    f
+}
+
+#[test]
+fn ipv6_jumbograms_never_merge() {
+    // Found by the gro fuzz target: merging rewrote the payload length of packets whose length
+    // field (0) does not match, as Linux's ipv6_gro_receive refuses to.
+    let a = jumbo_tcp6(1, &[0xab; 100]);
+    let b = jumbo_tcp6(101, &[0xcd; 100]);
+    let layout = sluice_wire::parse(&a).expect("a jumbogram parses");
+    assert_eq!(layout.outer.l3_end, Some(a.len()));
+    // (Software verification does not follow the Jumbo Payload option: it reports None.)
+    assert_ne!(verify_frame(&a, &layout).l4, sluice_packet::verify::Verdict::Bad);
+    // As from a device that verified the checksums (they are right), so that GRO's own
+    // verification, which cannot follow the option, is not what keeps them apart.
+    let meta = |f: &[u8]| {
+        let mut m = OffloadMeta::from_layout(&sluice_wire::parse(f).expect("parses"));
+        m.rx_checksum_unnecessary(false);
+        m
+    };
+    let mut e = engine();
+    e.receive_batch([(&a[..], meta(&a)), (&b[..], meta(&b))], 0);
+    e.end_batch(0);
+    let mut out = vec![];
+    while let Some(p) = e.pop_output() {
+        out.push(p);
+    }
+    assert_eq!(counts(&out), vec![1, 1]);
+    assert_eq!(out[0].frame, a);
+    assert_eq!(out[1].frame, b);
+}

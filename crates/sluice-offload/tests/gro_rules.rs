@@ -683,7 +683,10 @@ fn ipv6_jumbograms_never_merge() {
     let layout = sluice_wire::parse(&a).expect("a jumbogram parses");
     assert_eq!(layout.outer.l3_end, Some(a.len()));
     // (Software verification does not follow the Jumbo Payload option: it reports None.)
-    assert_ne!(verify_frame(&a, &layout).l4, sluice_packet::verify::Verdict::Bad);
+    assert_ne!(
+        verify_frame(&a, &layout).l4,
+        sluice_packet::verify::Verdict::Bad
+    );
     // As from a device that verified the checksums (they are right), so that GRO's own
     // verification, which cannot follow the option, is not what keeps them apart.
     let meta = |f: &[u8]| {

@@ -34,15 +34,7 @@ pub fn set_ipv4_src(
     level: Level,
     addr: [u8; 4],
 ) -> Result<(), Error> {
-    let l3 = ip_header(frame, meta, level, L3Kind::Ipv4)?;
-    rewrite(
-        frame,
-        meta,
-        level,
-        meta.l3_addr_rewritten(level),
-        l3 + 12,
-        &addr,
-    )
+    set_addr(frame, meta, level, L3Kind::Ipv4, 12, &addr)
 }
 
 /// Sets the IPv4 destination address of `level`.
@@ -52,15 +44,7 @@ pub fn set_ipv4_dst(
     level: Level,
     addr: [u8; 4],
 ) -> Result<(), Error> {
-    let l3 = ip_header(frame, meta, level, L3Kind::Ipv4)?;
-    rewrite(
-        frame,
-        meta,
-        level,
-        meta.l3_addr_rewritten(level),
-        l3 + 16,
-        &addr,
-    )
+    set_addr(frame, meta, level, L3Kind::Ipv4, 16, &addr)
 }
 
 /// Sets the IPv6 source address of `level`.
@@ -70,15 +54,7 @@ pub fn set_ipv6_src(
     level: Level,
     addr: [u8; 16],
 ) -> Result<(), Error> {
-    let l3 = ip_header(frame, meta, level, L3Kind::Ipv6)?;
-    rewrite(
-        frame,
-        meta,
-        level,
-        meta.l3_addr_rewritten(level),
-        l3 + 8,
-        &addr,
-    )
+    set_addr(frame, meta, level, L3Kind::Ipv6, 8, &addr)
 }
 
 /// Sets the IPv6 destination address of `level`.
@@ -88,14 +64,27 @@ pub fn set_ipv6_dst(
     level: Level,
     addr: [u8; 16],
 ) -> Result<(), Error> {
-    let l3 = ip_header(frame, meta, level, L3Kind::Ipv6)?;
+    set_addr(frame, meta, level, L3Kind::Ipv6, 24, &addr)
+}
+
+/// Writes an address at `at` bytes into the IP header of `level` and moves every checksum that
+/// covers it (the one body behind the four address setters).
+fn set_addr(
+    frame: &mut [u8],
+    meta: &OffloadMeta,
+    level: Level,
+    kind: L3Kind,
+    at: usize,
+    addr: &[u8],
+) -> Result<(), Error> {
+    let l3 = ip_header(frame, meta, level, kind)?;
     rewrite(
         frame,
         meta,
         level,
         meta.l3_addr_rewritten(level),
-        l3 + 24,
-        &addr,
+        l3 + at,
+        addr,
     )
 }
 

@@ -5,6 +5,8 @@
 # docs/bench/gro.md for how the numbers are read.
 #
 # Usage: bench/dpdk/gro_bench.sh [PAIRS [ROUNDS]]
+#   SLUICE_GRO_BENCH=PATH  use this prebuilt Sluice bench binary instead of building one (to
+#                          compare a saved "before" build with the current code in one sitting)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -18,7 +20,16 @@ mkdir -p "$here/build"
 # -march=native AFTER the pkg-config flags (Debian's libdpdk.pc adds -march=corei7).
 # shellcheck disable=SC2086
 gcc -O3 -Wall -Wextra "$here/gro_bench.c" -o "$here/build/gro_bench" $flags -march=native
-(cd "$root" && cargo bench -q -p sluice-offload --bench gro --no-run) >/dev/null 2>&1
+if [ -z "${SLUICE_GRO_BENCH:-}" ]; then
+    (cd "$root" && cargo bench -q -p sluice-offload --bench gro --no-run) >/dev/null 2>&1
+fi
+sluice() {
+    if [ -n "${SLUICE_GRO_BENCH:-}" ]; then
+        "$SLUICE_GRO_BENCH" "$1" 2>/dev/null
+    else
+        (cd "$root" && cargo bench -q -p sluice-offload --bench gro -- "$1" 2>/dev/null)
+    fi
+}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 i=0
@@ -26,9 +37,9 @@ while [ "$i" -lt "$pairs" ]; do
     # Alternate which goes first so drift on a shared machine hits both equally.
     if [ $((i % 2)) -eq 0 ]; then
         "$here/build/gro_bench" "$rounds" | tee -a "$out"
-        (cd "$root" && cargo bench -q -p sluice-offload --bench gro -- "$rounds" 2>/dev/null) | tee -a "$out"
+        sluice "$rounds" | tee -a "$out"
     else
-        (cd "$root" && cargo bench -q -p sluice-offload --bench gro -- "$rounds" 2>/dev/null) | tee -a "$out"
+        sluice "$rounds" | tee -a "$out"
         "$here/build/gro_bench" "$rounds" | tee -a "$out"
     fi
     i=$((i + 1))

@@ -12,7 +12,8 @@
 //!
 //! Output, one line per measurement: `<name> <flows> <median ns per burst> <segments/s>`, plus
 //! `check <flows> <packets out per burst>`. Run with
-//! `cargo bench -p sluice-offload --bench gro [-- ROUNDS [FLOWS]]`.
+//! `cargo bench -p sluice-offload --bench gro [-- ROUNDS [FLOWS]]`; for callgrind,
+//! `… --bench gro -- profile MODE FLOWS BURSTS` runs one measurement untimed (see [`profile`]).
 
 use sluice_checksum::{checksum, combine, pseudo, sum};
 use sluice_offload::gro::{GroBurst, GroConfig, GroEngine};
@@ -83,31 +84,54 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn run(rounds: usize, flows: usize, good: bool, burst_mode: bool) -> (f64, usize) {
-    let frames = burst(flows);
-    let metas: Vec<OffloadMeta> = frames
-        .iter()
-        .map(|f| {
-            let mut m = OffloadMeta::from_layout(&sluice_wire::parse(f).expect("parses"));
-            if good {
-                m.rx_checksum_unnecessary(false);
-            }
-            m
-        })
-        .collect();
-    let mut e = GroEngine::new(GroConfig::default());
-    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-    let mut out_burst = GroBurst::new();
-    let mut once = |e: &mut GroEngine| {
-        if burst_mode {
-            e.coalesce_burst(&refs, &metas, &mut out_burst);
-            for p in out_burst.packets() {
+/// One measurement's setup: the frames, their metadata, an engine and the burst output.
+struct Case {
+    frames: &'static [Vec<u8>],
+    refs: Vec<&'static [u8]>,
+    metas: Vec<OffloadMeta>,
+    engine: GroEngine,
+    out_burst: GroBurst,
+    burst_mode: bool,
+}
+
+impl Case {
+    fn new(flows: usize, good: bool, burst_mode: bool) -> Case {
+        let frames: &'static [Vec<u8>] = Box::leak(burst(flows).into_boxed_slice());
+        let metas = frames
+            .iter()
+            .map(|f| {
+                let mut m = OffloadMeta::from_layout(&sluice_wire::parse(f).expect("parses"));
+                if good {
+                    m.rx_checksum_unnecessary(false);
+                }
+                m
+            })
+            .collect();
+        Case {
+            frames,
+            refs: frames.iter().map(Vec::as_slice).collect(),
+            metas,
+            engine: GroEngine::new(GroConfig::default()),
+            out_burst: GroBurst::new(),
+            burst_mode,
+        }
+    }
+
+    /// One burst through the engine, output drained; returns the packets out.
+    fn once(&mut self) -> usize {
+        let e = &mut self.engine;
+        if self.burst_mode {
+            e.coalesce_burst(&self.refs, &self.metas, &mut self.out_burst);
+            for p in self.out_burst.packets() {
                 black_box(p.segments);
             }
-            return out_burst.packets().len();
+            return self.out_burst.packets().len();
         }
         e.receive_batch(
-            frames.iter().map(Vec::as_slice).zip(metas.iter().copied()),
+            self.frames
+                .iter()
+                .map(Vec::as_slice)
+                .zip(self.metas.iter().copied()),
             0,
         );
         let mut n = 0;
@@ -116,16 +140,20 @@ fn run(rounds: usize, flows: usize, good: bool, burst_mode: bool) -> (f64, usize
             n += 1;
         });
         n
-    };
+    }
+}
+
+fn run(rounds: usize, flows: usize, good: bool, burst_mode: bool) -> (f64, usize) {
+    let mut c = Case::new(flows, good, burst_mode);
     let mut out = 0;
     for _ in 0..ITERS / 10 {
-        out = once(&mut e);
+        out = c.once();
     }
     let samples = (0..rounds)
         .map(|_| {
             let t0 = Instant::now();
             for _ in 0..ITERS {
-                black_box(once(&mut e));
+                black_box(c.once());
             }
             t0.elapsed().as_nanos() as f64 / ITERS as f64
         })
@@ -133,24 +161,49 @@ fn run(rounds: usize, flows: usize, good: bool, burst_mode: bool) -> (f64, usize
     (median(samples), out)
 }
 
+const MODES: [(&str, bool, bool); 4] = [
+    ("sluice_gro_good", true, false),
+    ("sluice_gro_verify", false, false),
+    ("sluice_burst_good", true, true),
+    ("sluice_burst_verify", false, true),
+];
+
+/// `profile MODE FLOWS BURSTS`: runs one measurement for exactly BURSTS bursts, untimed, for
+/// callgrind (instructions per segment = the difference of two runs with different BURSTS,
+/// divided by 32 × the difference in BURSTS: setup and first-use allocations cancel out).
+fn profile(args: &[String]) {
+    let mode = args
+        .first()
+        .map(String::as_str)
+        .unwrap_or("sluice_gro_good");
+    let flows = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1);
+    let bursts: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let Some(&(_, good, burst_mode)) = MODES.iter().find(|m| m.0 == mode) else {
+        eprintln!("unknown mode {mode}");
+        std::process::exit(2);
+    };
+    let mut c = Case::new(flows, good, burst_mode);
+    let mut out = 0;
+    for _ in 0..bursts {
+        out += black_box(c.once());
+    }
+    println!("{mode} {flows} bursts {bursts} packets_out {out}");
+}
+
 fn main() {
-    // Arguments: [ROUNDS [FLOWS]] (FLOWS: only that flow count, for profiling).
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse::<usize>().ok())
-        .collect();
+    // Arguments: [ROUNDS [FLOWS]] (FLOWS: only that flow count), or `profile MODE FLOWS BURSTS`.
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = raw.iter().position(|a| a == "profile") {
+        return profile(&raw[i + 1..]);
+    }
+    let args: Vec<usize> = raw.iter().filter_map(|a| a.parse::<usize>().ok()).collect();
     let rounds = args.first().copied().unwrap_or(15);
     let only = args.get(1).copied();
     for flows in [1, 4, 64] {
         if only.is_some_and(|o| o != flows) {
             continue;
         }
-        for (name, good, burst_mode) in [
-            ("sluice_gro_good", true, false),
-            ("sluice_gro_verify", false, false),
-            ("sluice_burst_good", true, true),
-            ("sluice_burst_verify", false, true),
-        ] {
+        for (name, good, burst_mode) in MODES {
             let (ns, out) = run(rounds, flows, good, burst_mode);
             println!("{name} {flows} {ns:.1} {:.0}", BURST as f64 * 1e9 / ns);
             if good && !burst_mode {

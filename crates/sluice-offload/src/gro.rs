@@ -91,6 +91,26 @@
 //! when that is exceeded). Buffers are pooled: a finished packet's buffer returns to the pool when
 //! the caller drains it (or [`GroEngine::recycle`]s it), so steady state allocates nothing. The
 //! output queue holds what was finished since the last drain.
+//!
+//! # How it is fast (the decisions stay the general path's)
+//!
+//! - Held packets live in a fixed slab of records reused in place (never moved), in arrival
+//!   order in a small index list, found through an open-addressing table keyed by a cheap flow
+//!   hash (innermost ports and addresses; the full key is compared on a hit).
+//! - A *plain* segment (untagged Ethernet, IPv4 without options or IPv6 without extension
+//!   headers, TCP, no padding) is read at fixed offsets without the full parser; its result is
+//!   the parser's, which a property test checks. Every other frame takes `sluice_wire::parse`.
+//! - The fast lane: a 64-entry hint (4 frame bytes → held packet) or the flow hash finds the held
+//!   packet, and one masked comparison of up to 128 header bytes with its first segment's
+//!   (vectorised) proves the same flow and every "must be identical" rule at once. From the
+//!   second segment on, the comparison also covers the next in-sequence, full-size segment's
+//!   IP length, IPv4 ID and TCP sequence number (the prediction), so such a segment joins after
+//!   a few more checks. A frame that fails anything takes the general path, which decides.
+//! - Checksums of merged packets come from header sums (payloads are never summed again); the
+//!   fast lane defers even the per-segment fold. Work a packet may never need (the comparison
+//!   view, the first segment's sums) is done when its second segment comes.
+//! - Burst mode copies no payload: output packets are rewritten headers plus pieces of the
+//!   input frames; a packet of one segment is its input frame as it is.
 
 use std::collections::VecDeque;
 
@@ -241,7 +261,23 @@ pub struct GroPacket {
 #[derive(Debug)]
 pub struct GroEngine {
     cfg: GroConfig,
-    flows: Vec<Held>,
+    /// Held packets' records, reused in place (never moved): at most `max_flows`.
+    slab: Vec<Held>,
+    /// Slab indices of the held packets in arrival order of their first segments. A held
+    /// packet's "index" `i` everywhere below is its slab index.
+    order: Vec<u32>,
+    /// Flow hash → slab index of the held packets.
+    index: FlowIndex,
+    /// Fast-path masks of the plain shapes.
+    plain_masks: Box<PlainMasks>,
+    /// [`GroEngine::quick_join`]'s hint: slab index by 4 frame bytes (see [`port_cache_index`]).
+    port_cache: [u32; PORT_CACHE],
+    /// Free slab records.
+    free: Vec<u32>,
+    /// Fresh metadata ([`OffloadMeta::from_layout`]) of a plain TCP/IPv4 and TCP/IPv6 frame.
+    plain_meta: [OffloadMeta; 2],
+    /// Their offsets, [`pack_offsets`]ed.
+    plain_offsets: [u128; 2],
     out: VecDeque<GroPacket>,
     pool: Vec<Vec<u8>>,
     held_segments: usize,
@@ -312,7 +348,7 @@ impl Info {
 }
 
 /// One held packet.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Held {
     info: Info,
     /// The merged frame (copying mode), or only the first segment's headers (burst mode).
@@ -329,18 +365,347 @@ struct Held {
     fixed_id: [bool; 2],
     /// Whether every segment's L4 checksum was `Good` (else some was `Partial`).
     all_good: bool,
-    /// Ones'-complement sum of the merged payload (valid while `all_good`).
+    /// Ones'-complement sum of the merged payload (valid while `all_good`), less the deferred
+    /// part: see [`Held::payload_sum_total`].
     payload_sum: u16,
+    /// Deferred payload sums of fast-lane segments at even payload offsets: their count and the
+    /// unfolded sum of their varying header words and TCP lengths. Each such segment's payload
+    /// sums to minus (`fixed_sum` + its varying words + its length), so all of them together
+    /// to minus (`deferred_n` × `fixed_sum` + `deferred_acc`); folded once at the end.
+    deferred_n: u64,
+    deferred_acc: u64,
+    /// Whether this record holds a packet (records are reused; the port cache may point at a
+    /// free one).
+    live: bool,
+    /// Whether the packet is plain ([`plain_tcp`]'s shape), so the fast lane may take it.
+    plain: bool,
+    /// Prediction on (plain packets from their second segment on): the compared bytes include
+    /// the next full-size in-sequence segment's IP length, IPv4 ID and TCP sequence number, so
+    /// one comparison settles flow, order, size and the ID rule. A segment that differs (the
+    /// last, short one, or one out of order) takes the checks one by one.
+    pred: bool,
     payload_bytes: usize,
     cwr: bool,
     born: u64,
     /// The fast path's view of the first segment's headers: 64-bit words and the mask of the
-    /// bits that must be equal (`cmp_words` 0: no fast path for this packet).
-    cmp_ref: [u64; CMP_WORDS],
+    /// bits that must be equal (`cmp_words` 0: no fast path for this packet). Computed when a
+    /// frame of the flow first arrives (`view_done`), not for packets that stay alone.
+    view_done: bool,
+    /// The reference header bytes (zero past the headers); compared under `cmp_mask`.
+    cmp_ref: HeadBytes,
     cmp_mask: [u64; CMP_WORDS],
     cmp_words: usize,
     /// The first segment's TCP/UDP ports (the fast path's first test).
     ports: u32,
+    /// TCP: the folded ones'-complement sum of the first segment's pseudo-header without its
+    /// length and of its TCP header without the words the fast path lets vary or that
+    /// [`varying_words`] takes (sequence number, data offset/flags/window, checksum, urgent
+    /// pointer). A fast-path segment has the same bytes elsewhere, so its payload sum costs a
+    /// few additions ([`fast_payload_sum`]). Computed when a second segment joins.
+    fixed_sum: u32,
+}
+
+impl Held {
+    /// The payload sum with the deferred fast-lane segments folded in.
+    fn payload_sum_total(&self) -> u16 {
+        if self.deferred_n == 0 {
+            return self.payload_sum;
+        }
+        let pending = self
+            .deferred_n
+            .wrapping_mul(u64::from(self.fixed_sum))
+            .wrapping_add(self.deferred_acc);
+        combine(self.payload_sum, !fold64(pending))
+    }
+
+    /// The first segment's payload sum and (TCP) [`Held::fixed_sum`], from its headers (still
+    /// as received in `buf`), when a second segment joins; clears `all_good` if impossible.
+    fn first_sums(&mut self) {
+        let sums = if self.info.proto == Some(Proto::Tcp) {
+            fixed_tcp_sum(&self.buf, &self.info).and_then(|f| {
+                self.fixed_sum = f;
+                fast_payload_sum(self, &self.buf, self.info.end)
+            })
+        } else {
+            segment_payload_sum(&self.buf, &self.info, self.info.end)
+        };
+        match sums {
+            Some(s) => self.payload_sum = s,
+            None => self.all_good = false,
+        }
+    }
+
+    /// Computes the fast-path view of the first segment's headers (still as received in `buf`:
+    /// later segments only OR PSH/FIN into it, which the view ignores) if not done yet.
+    /// `plain`: [`PlainMasks`], which spare recomputing the mask of a plain packet.
+    #[inline(always)]
+    fn ensure_view(&mut self, plain: &PlainMasks) {
+        if !self.view_done {
+            self.build_view(plain);
+        }
+    }
+
+    #[inline(never)]
+    fn build_view(&mut self, plain: &PlainMasks) {
+        self.view_done = true;
+        self.pred = false;
+        let info = &self.info;
+        let hl = info.payload;
+        let mask = plain.get(info);
+        let (Some(m), Some(hdr)) = (mask, self.buf.get(..hl)) else {
+            self.cmp_words = fast_view(
+                &self.buf,
+                &self.info,
+                &mut self.cmp_ref.0,
+                &mut self.cmp_mask,
+            );
+            return;
+        };
+        self.cmp_ref = HeadBytes::default();
+        if let Some(d) = self.cmp_ref.0.get_mut(..hl) {
+            d.copy_from_slice(hdr);
+        }
+        self.cmp_mask = *m;
+        self.cmp_words = hl.div_ceil(8);
+    }
+
+    /// Turns on the prediction of a plain packet's next full-size, in-sequence segment (see
+    /// [`Held::pred`]): its IP length (or IPv6 payload length), IPv4 ID and TCP sequence number
+    /// join the compared bytes, with the values that segment must carry.
+    /// Only for a plain packet ([`Held::plain`]).
+    fn start_prediction(&mut self) {
+        for (w, bits) in self
+            .cmp_mask
+            .iter_mut()
+            .zip(prediction_bits(self.info.ip[0].v6))
+        {
+            *w |= bits;
+        }
+        // The reference already holds the first segment's length (that of every full-size
+        // segment); ID and sequence number follow.
+        self.pred = true;
+        self.advance_prediction();
+    }
+
+    /// Writes the predicted IPv4 ID and TCP sequence number of the next segment.
+    #[inline(always)]
+    fn advance_prediction(&mut self) {
+        let l4 = self.info.l4;
+        if let Some(s) = self.cmp_ref.0.get_mut(l4 + 4..l4 + 8) {
+            s.copy_from_slice(&self.next_seq.to_be_bytes());
+        }
+        if !self.info.ip[0].v6 {
+            let step = if self.fixed_id[0] { 0 } else { self.count };
+            let id = self.info.ip[0].id.wrapping_add(step);
+            if let Some(s) = self.cmp_ref.0.get_mut(ETH_HLEN + 4..ETH_HLEN + 6) {
+                s.copy_from_slice(&id.to_be_bytes());
+            }
+        }
+    }
+}
+
+/// An open-addressing hash table (linear probing, backward-shift deletion) from flow hash to
+/// the slab index of the held packet: at least twice as many buckets as `max_flows`, so probes
+/// stay short and there is always an empty bucket. Fixed size: no allocation after `new`.
+#[derive(Debug)]
+struct FlowIndex {
+    buckets: Vec<Bucket>,
+    mask: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    hash: u64,
+    /// Slab index; [`EMPTY`] for a free bucket.
+    slot: u32,
+}
+
+const EMPTY: u32 = u32::MAX;
+const FREE: Bucket = Bucket {
+    hash: 0,
+    slot: EMPTY,
+};
+
+impl FlowIndex {
+    fn new(max_flows: usize) -> Self {
+        let n = max_flows
+            .saturating_mul(2)
+            .max(8)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << 16);
+        FlowIndex {
+            buckets: vec![FREE; n],
+            mask: n - 1,
+        }
+    }
+
+    #[inline(always)]
+    fn home(&self, hash: u64) -> usize {
+        (hash >> 32) as usize & self.mask
+    }
+
+    fn clear(&mut self) {
+        self.buckets.fill(FREE);
+    }
+
+    fn insert(&mut self, hash: u64, slot: u32) {
+        let mut b = self.home(hash);
+        for _ in 0..self.buckets.len() {
+            match self.buckets.get_mut(b) {
+                Some(e) if e.slot == EMPTY => {
+                    *e = Bucket { hash, slot };
+                    return;
+                }
+                _ => b = (b + 1) & self.mask,
+            }
+        }
+    }
+
+    fn remove(&mut self, hash: u64, slot: u32) {
+        let mut b = self.home(hash);
+        let mut found = None;
+        for _ in 0..self.buckets.len() {
+            match self.buckets.get(b) {
+                Some(e) if e.slot == slot => {
+                    found = Some(b);
+                    break;
+                }
+                Some(e) if e.slot == EMPTY => return,
+                _ => b = (b + 1) & self.mask,
+            }
+        }
+        let Some(mut hole) = found else { return };
+        // Backward shift: move later entries of the probe run into the hole when their home
+        // bucket does not lie cyclically between the hole and them.
+        let mut j = (hole + 1) & self.mask;
+        for _ in 0..self.buckets.len() {
+            let Some(&e) = self.buckets.get(j) else { break };
+            if e.slot == EMPTY {
+                break;
+            }
+            let home = self.home(e.hash);
+            if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(hole) & self.mask) {
+                if let Some(h) = self.buckets.get_mut(hole) {
+                    *h = e;
+                }
+                hole = j;
+            }
+            j = (j + 1) & self.mask;
+        }
+        if let Some(h) = self.buckets.get_mut(hole) {
+            *h = FREE;
+        }
+    }
+
+    /// The first held packet with this hash.
+    #[inline(always)]
+    fn first(&self, hash: u64) -> Option<usize> {
+        let mut p = self.probe(hash);
+        self.next(&mut p, hash)
+    }
+
+    /// A probe: (bucket, buckets left).
+    #[inline(always)]
+    fn probe(&self, hash: u64) -> (usize, usize) {
+        (self.home(hash), self.buckets.len())
+    }
+
+    /// The next held packet with this hash along the probe.
+    #[inline(always)]
+    fn next(&self, p: &mut (usize, usize), hash: u64) -> Option<usize> {
+        while p.1 > 0 {
+            let e = self.buckets.get(p.0)?;
+            if e.slot == EMPTY {
+                return None;
+            }
+            p.0 = (p.0 + 1) & self.mask;
+            p.1 -= 1;
+            if e.hash == hash {
+                return Some(e.slot as usize);
+            }
+        }
+        None
+    }
+}
+
+/// The fast-path masks of the plain shapes ([`plain_tcp`]), by IP version and TCP data
+/// offset, computed once ([`fast_view`] gives the same for a plain packet).
+#[derive(Debug)]
+struct PlainMasks {
+    masks: [[[u64; CMP_WORDS]; 16]; 2],
+}
+
+impl PlainMasks {
+    fn new() -> Self {
+        let mut masks = [[[0u64; CMP_WORDS]; 16]; 2];
+        for (v, per_version) in masks.iter_mut().enumerate() {
+            let v6 = v == 1;
+            for (doff, m) in per_version.iter_mut().enumerate().skip(5) {
+                let info = plain_info(v6, doff);
+                let frame = [0u8; CMP_WORDS * 8];
+                let mut r = [0u8; CMP_WORDS * 8];
+                fast_view(&frame, &info, &mut r, m);
+            }
+        }
+        PlainMasks { masks }
+    }
+
+    /// The mask of a held packet if it is plain.
+    #[inline(always)]
+    fn get(&self, info: &Info) -> Option<&[u64; CMP_WORDS]> {
+        let v6 = info.ip[0].v6;
+        let plain = info.proto == Some(Proto::Tcp)
+            && info.levels == 1
+            && info.tunnel.is_none()
+            && info.l3[0] == ETH_HLEN
+            && info.l4 == if v6 { 54 } else { 34 };
+        if !plain {
+            return None;
+        }
+        let doff = info.payload.checked_sub(info.l4)? / 4;
+        self.masks.get(usize::from(v6))?.get(doff)
+    }
+}
+
+/// The [`Info`] shape of a plain segment (for [`PlainMasks`]).
+fn plain_info(v6: bool, doff: usize) -> Info {
+    let l4 = if v6 { 54 } else { 34 };
+    Info {
+        proto: Some(Proto::Tcp),
+        l3: [ETH_HLEN, 0],
+        ip: [
+            IpFields {
+                v6,
+                ..IpFields::default()
+            },
+            IpFields::default(),
+        ],
+        levels: 1,
+        l4,
+        payload: l4 + doff * 4,
+        ..Info::default()
+    }
+}
+
+/// What [`GroEngine::quick_join`] did with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// Joined its held packet.
+    Joined,
+    /// It looks plain and no held packet has its flow hash (the value): it starts a flow.
+    NoFlow(u64),
+    /// Anything else: the general path decides.
+    Other,
+}
+
+/// Entries of [`GroEngine::port_cache`].
+const PORT_CACHE: usize = 64;
+
+/// The port cache entry for 4 frame bytes (a multiplicative hash).
+#[inline(always)]
+fn port_cache_index(b: &[u8]) -> usize {
+    let v = b.first_chunk::<4>().map_or(0, |c| u32::from_ne_bytes(*c));
+    (v.wrapping_mul(0x9e37_79b1) >> 26) as usize
 }
 
 /// No piece: a held packet in copying mode, or the end of a piece chain.
@@ -353,6 +718,29 @@ struct Link {
     start: u32,
     end: u32,
     next: u32,
+}
+
+impl BurstState {
+    /// Records the current frame's payload piece `start..end`, unchained; returns its link.
+    #[inline(always)]
+    fn link(&mut self, start: usize, end: usize) -> u32 {
+        let l = Link {
+            frame: self.index,
+            start: start as u32,
+            end: end as u32,
+            next: NO_PIECE,
+        };
+        match self.links.get_mut(self.index as usize) {
+            Some(slot) => {
+                *slot = l;
+                self.index
+            }
+            None => {
+                self.links.push(l);
+                (self.links.len() - 1) as u32
+            }
+        }
+    }
 }
 
 /// Burst (zero-copy) mode state of [`GroEngine::coalesce_burst`].
@@ -377,8 +765,8 @@ pub struct BurstPiece {
 /// its payload pieces, which stay in the caller's input frames.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BurstPacket {
-    /// The header bytes in [`GroBurst::header`] (empty for a frame passed through unmerged: its
-    /// one piece is the whole frame).
+    /// The header bytes in [`GroBurst::header`] (empty for a packet of one frame, merged with
+    /// nothing or passed through: its one piece is the whole frame).
     pub header: core::ops::Range<usize>,
     /// The payload pieces in [`GroBurst::pieces`].
     pub pieces: core::ops::Range<usize>,
@@ -439,6 +827,32 @@ impl GroBurst {
     }
 }
 
+/// The fast path's reference header bytes ([`Held::cmp_ref`]).
+#[derive(Debug, Clone, Copy)]
+struct HeadBytes([u8; CMP_WORDS * 8]);
+
+impl Default for HeadBytes {
+    fn default() -> Self {
+        HeadBytes([0; CMP_WORDS * 8])
+    }
+}
+
+/// The mask bits [`Held::start_prediction`] adds for a plain packet (little-endian words): IPv4
+/// total length and ID (frame bytes 16..20) and TCP sequence number (38..42), or the IPv6
+/// payload length (18..20) and TCP sequence number (58..62).
+const fn prediction_bits(v6: bool) -> [u64; CMP_WORDS] {
+    let mut m = [0u64; CMP_WORDS];
+    if v6 {
+        m[2] = 0xffff_0000;
+        m[7] = 0xffff_ffff << 16;
+    } else {
+        m[2] = 0xffff_ffff;
+        m[4] = 0xffff << 48;
+        m[5] = 0xffff;
+    }
+    m
+}
+
 /// Most header words the fast path compares (128 bytes of headers).
 const CMP_WORDS: usize = 16;
 
@@ -456,8 +870,19 @@ impl GroEngine {
             max_held_packets: cfg.max_held_packets.max(1),
             ..cfg
         };
+        let plain_meta = [
+            OffloadMeta::from_layout(&plain_layout(Plain::V4)),
+            OffloadMeta::from_layout(&plain_layout(Plain::V6)),
+        ];
         GroEngine {
-            flows: Vec::with_capacity(cfg.max_flows),
+            plain_offsets: plain_meta.map(|m| pack_offsets(&m.offsets())),
+            plain_meta,
+            slab: Vec::with_capacity(cfg.max_flows),
+            order: Vec::with_capacity(cfg.max_flows),
+            index: FlowIndex::new(cfg.max_flows),
+            port_cache: [u32::MAX; PORT_CACHE],
+            plain_masks: Box::new(PlainMasks::new()),
+            free: Vec::with_capacity(cfg.max_flows),
             out: VecDeque::new(),
             pool: Vec::new(),
             held_segments: 0,
@@ -479,7 +904,7 @@ impl GroEngine {
 
     /// How many packets are held (one per flow).
     pub fn held_flows(&self) -> usize {
-        self.flows.len()
+        self.order.len()
     }
 
     /// How many segments are held in total.
@@ -495,7 +920,7 @@ impl GroEngine {
     /// Bytes of buffer capacity owned by the engine (held packets, output queue and pool): the
     /// figure that stays bounded whatever the input, as long as the output is drained.
     pub fn buffer_bytes(&self) -> usize {
-        self.flows.iter().map(|h| h.buf.capacity()).sum::<usize>()
+        self.slab.iter().map(|h| h.buf.capacity()).sum::<usize>()
             + self.out.iter().map(|p| p.frame.capacity()).sum::<usize>()
             + self.pool.iter().map(Vec::capacity).sum::<usize>()
     }
@@ -524,12 +949,37 @@ impl GroEngine {
         self.flush_all(FlushReason::Manual);
         out.clear();
         std::mem::swap(&mut self.burst.out, out);
+        // One link per input frame at most, at the frame's index: no pushes per segment.
         self.burst.links.clear();
+        self.burst.links.resize(
+            frames.len(),
+            Link {
+                frame: 0,
+                start: 0,
+                end: 0,
+                next: NO_PIECE,
+            },
+        );
         self.burst.active = true;
         for (k, frame) in frames.iter().enumerate() {
             self.burst.index = u32::try_from(k).unwrap_or(u32::MAX);
-            let meta = metas.get(k).copied().unwrap_or_default();
-            self.receive(frame, meta, 0);
+            self.stats.frames_in += 1;
+            let meta = metas.get(k);
+            let lane = if self.cfg.tcp {
+                self.quick_join(frame, meta.unwrap_or(&OffloadMeta::default()))
+            } else {
+                Lane::Other
+            };
+            if lane == Lane::Joined {
+                continue;
+            }
+            let meta = meta.copied().unwrap_or_default();
+            if let Lane::NoFlow(hash) = lane {
+                if self.start_fresh(frame, &meta, hash, 0) {
+                    continue;
+                }
+            }
+            self.receive_rest(frame, meta, 0, lane);
         }
         self.flush_all(FlushReason::BatchEnd);
         self.burst.active = false;
@@ -582,10 +1032,72 @@ impl GroEngine {
     }
 
     /// Receives one frame with the metadata its receiver knows.
-    pub fn receive(&mut self, frame: &[u8], mut meta: OffloadMeta, now: u64) {
+    pub fn receive(&mut self, frame: &[u8], meta: OffloadMeta, now: u64) {
         self.stats.frames_in += 1;
-        if self.try_fast(frame, &meta) {
-            return;
+        let lane = if self.cfg.tcp {
+            self.quick_join(frame, &meta)
+        } else {
+            Lane::Other
+        };
+        if let Lane::NoFlow(hash) = lane {
+            if self.start_fresh(frame, &meta, hash, now) {
+                return;
+            }
+        }
+        if lane != Lane::Joined {
+            self.receive_rest(frame, meta, now, lane);
+        }
+    }
+
+    /// A plain frame of a flow with nothing held ([`Lane::NoFlow`]), its metadata describing
+    /// it with checksums known good: held as a new packet, as the general path would
+    /// ([`GroEngine::receive_plain`] with its checks settled at once). `false`: not this case.
+    #[inline(never)]
+    fn start_fresh(&mut self, frame: &[u8], meta: &OffloadMeta, hash: u64, now: u64) -> bool {
+        // The metadata first (cheap): L4 verified, IP not bad, nothing else to adopt.
+        if meta.status(Slot::OuterL4) != CsumStatus::Good
+            || meta.status(Slot::OuterIp) == CsumStatus::Bad
+            || meta.csum_absent(Level::Outer)
+            || meta.tunnel().is_some()
+        {
+            return false;
+        }
+        let v6 = be16(frame, 12) == Some(sluice_wire::ethertype::IPV6);
+        if (!v6 && meta.status(Slot::OuterIp) == CsumStatus::Unknown)
+            || pack_offsets(&meta.offsets()) != self.plain_offsets(v6)
+            || self.order.len() >= self.cfg.max_flows
+        {
+            // (A full table: the general path evicts first.)
+            return false;
+        }
+        // Parsed straight into a free record, which goes back if the frame is not to be held.
+        let slot = self.alloc_record();
+        let held = self
+            .slab
+            .get_mut(slot as usize)
+            .is_some_and(|h| plain_tcp_into(frame, Some(hash), &mut h.info) && may_start(&h.info));
+        if !held {
+            self.free.push(slot);
+            return false;
+        }
+        self.hold(slot, frame, *meta, true, now);
+        self.enforce_budget();
+        true
+    }
+
+    /// [`GroEngine::receive`] after the fast lane.
+    fn receive_rest(&mut self, frame: &[u8], mut meta: OffloadMeta, now: u64, lane: Lane) {
+        if self.cfg.tcp {
+            let known = match lane {
+                Lane::NoFlow(hash) => Some(hash),
+                _ => None,
+            };
+            if let Some(info) = plain_tcp(frame, known) {
+                return self.receive_plain(frame, meta, &info, now, known.is_some());
+            }
+            if self.try_fast(frame, &meta) {
+                return;
+            }
         }
         let Ok(layout) = sluice_wire::parse_with(frame, &self.cfg.parse) else {
             return self.pass(frame, meta, None);
@@ -595,7 +1107,9 @@ impl GroEngine {
         };
         let slot = self.find(frame, &info);
         // Checksums: a segment joins only with every checksum known good (or partial).
-        let csum = match self.check_csums(frame, &layout, &info, &mut meta) {
+        let fresh = OffloadMeta::from_layout(&layout);
+        let (outer, inner) = (&layout.outer, layout.inner.as_ref());
+        let csum = match self.check_csums(frame, fresh, outer, inner, &info, &mut meta) {
             Ok(c) => c,
             Err(bad) => {
                 if bad {
@@ -607,10 +1121,374 @@ impl GroEngine {
         if !eligible(frame, &layout, &info) {
             return self.pass(frame, meta, slot);
         }
+        self.merge_or_hold(frame, meta, &info, slot, csum, now);
+    }
+
+    /// A plain TCP segment ([`plain_tcp`]): the same decisions as the general path, without
+    /// running the full parser (every frame-level refusal of [`eligible`] is excluded by the
+    /// shape already).
+    /// `no_flow`: the fast lane found no held packet with this frame's hash.
+    #[inline]
+    fn receive_plain(
+        &mut self,
+        frame: &[u8],
+        mut meta: OffloadMeta,
+        info: &Info,
+        now: u64,
+        no_flow: bool,
+    ) {
+        let (slot, same) = if no_flow {
+            (None, false)
+        } else {
+            self.find_plain(frame, info)
+        };
+        if let (Some(i), true) = (slot, same) {
+            if let Some((good, finish)) = self.plain_check(i, info, frame, &meta) {
+                self.join(i, frame, info.end, info.flags, good, true);
+                if let Some(reason) = finish {
+                    self.finish(i, reason);
+                }
+                self.enforce_budget();
+                return;
+            }
+        }
+        let csum = match self.plain_csums(frame, info, &mut meta) {
+            Ok(c) => c,
+            Err(bad) => {
+                if bad {
+                    self.stats.bad_checksum += 1;
+                }
+                return self.pass(frame, meta, slot);
+            }
+        };
+        self.merge_or_hold(frame, meta, info, slot, csum, now);
+    }
+
+    /// [`GroEngine::check_csums`] for a plain frame (one level, no tunnel), without building
+    /// [`Headers`] unless a checksum must be verified in software.
+    #[inline(always)]
+    fn plain_csums(&self, frame: &[u8], info: &Info, meta: &mut OffloadMeta) -> Result<bool, bool> {
+        let v6 = info.ip[0].v6;
+        let [fresh4, fresh6] = &self.plain_meta;
+        let fresh = if v6 { fresh6 } else { fresh4 };
+        if pack_offsets(&meta.offsets()) != self.plain_offsets(v6) || meta.tunnel().is_some() {
+            *meta = adopt(*fresh, *meta);
+        }
+        // The common case first: a device verified both.
+        if meta.status(Slot::OuterIp) == CsumStatus::Good
+            && meta.status(Slot::OuterL4) == CsumStatus::Good
+            && !meta.csum_absent(Level::Outer)
+        {
+            return Ok(true);
+        }
+        if meta.status(Slot::OuterIp) == CsumStatus::Unknown && !v6 {
+            meta.rx_verdict(Slot::OuterIp, verify_ip(frame, &plain_headers(info, v6)));
+        }
+        if meta.status(Slot::OuterIp) == CsumStatus::Bad {
+            return Err(true);
+        }
+        if meta.status(Slot::OuterL4) == CsumStatus::Unknown {
+            let h = plain_headers(info, v6);
+            self.settle_l4(frame, &h, false, Slot::OuterL4, meta);
+        }
+        match meta.status(Slot::OuterL4) {
+            CsumStatus::Good if meta.csum_absent(Level::Outer) => Err(false),
+            CsumStatus::Good => Ok(true),
+            CsumStatus::Partial => Ok(false),
+            CsumStatus::Bad => Err(true),
+            CsumStatus::Unknown => Err(false),
+        }
+    }
+
+    /// The fast lane of the commonest case: a plain TCP segment ([`plain_tcp`]) whose headers
+    /// equal its flow's held packet's first segment's under the fast-path mask, in sequence, not
+    /// too long, checksums known: joins it with nothing parsed beyond the flow hash. The checks
+    /// are [`GroEngine::plain_check`]'s (and its flow the one [`GroEngine::find_plain`] finds),
+    /// so the decision is the general path's; anything else returns `false` and takes it.
+    #[inline(always)]
+    fn quick_join(&mut self, frame: &[u8], meta: &OffloadMeta) -> Lane {
+        // A hint first: the held packet that last took a frame with these 4 bytes at offset 34
+        // (the TCP ports of a plain IPv4 frame); the header comparison decides.
+        let Some(hint) = frame.get(34..38) else {
+            return Lane::Other;
+        };
+        let cache = port_cache_index(hint);
+        let mut i = self
+            .port_cache
+            .get(cache)
+            .map_or(usize::MAX, |&s| s as usize);
+        let hinted = self
+            .slab
+            .get_mut(i)
+            .is_some_and(|h| h.live && h.view_done && h.cmp_words != 0 && same_headers(h, frame));
+        if !hinted {
+            let Some(hash) = plain_hash(frame) else {
+                return Lane::Other;
+            };
+            let Some(found) = self.index.first(hash) else {
+                return Lane::NoFlow(hash);
+            };
+            i = found;
+            let Some(h) = self.slab.get_mut(i) else {
+                return Lane::Other;
+            };
+            h.ensure_view(&self.plain_masks);
+            if !(h.live && h.cmp_words != 0 && same_headers(h, frame)) {
+                return Lane::Other;
+            }
+            if let Some(c) = self.port_cache.get_mut(cache) {
+                *c = i as u32;
+            }
+        }
+        let verify = self.cfg.verify_checksums;
+        let Some(h) = self.slab.get_mut(i) else {
+            return Lane::Other;
+        };
+        if !h.plain {
+            return Lane::Other;
+        }
+        // Equal headers: the same plain shape and offsets as the held packet's first segment.
+        let end = frame.len();
+        let (l4, payload) = (h.info.l4, h.info.payload);
+        if h.pred {
+            return self.predicted_join(i, frame, meta);
+        }
+        let (Some(ip), Some(t)) = (frame.get(ETH_HLEN..ETH_HLEN + 20), frame.get(l4..l4 + 20))
+        else {
+            return Lane::Other;
+        };
+        let Ok(t): Result<&[u8; 20], _> = t.try_into() else {
+            return Lane::Other;
+        };
+        let ip_len = usize::from(u16::from_be_bytes([
+            *ip.get(2).unwrap_or(&0),
+            *ip.get(3).unwrap_or(&0),
+        ]));
+        let v6 = h.info.ip[0].v6;
+        let mut fixed = h.fixed_id[0];
+        if v6 {
+            // IPv6 payload length (bytes 4..6 of the header).
+            let plen = usize::from(u16::from_be_bytes([
+                *ip.get(4).unwrap_or(&0),
+                *ip.get(5).unwrap_or(&0),
+            ]));
+            if plen + ETH_HLEN + 40 != end {
+                return Lane::Other;
+            }
+        } else {
+            if ip_len + ETH_HLEN != end {
+                return Lane::Other;
+            }
+            let id = u16::from_be_bytes([*ip.get(4).unwrap_or(&0), *ip.get(5).unwrap_or(&0)]);
+            let offset = id.wrapping_sub(h.info.ip[0].id);
+            fixed = fixed || (h.count == 1 && offset == 0);
+            if offset != if fixed { 0 } else { h.count } {
+                return Lane::Other;
+            }
+            match meta.status(Slot::OuterIp) {
+                CsumStatus::Good | CsumStatus::Partial => {}
+                CsumStatus::Bad => return Lane::Other,
+                CsumStatus::Unknown => {
+                    if sum(ip) != 0xffff {
+                        return Lane::Other;
+                    }
+                }
+            }
+        }
+        let seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
+        let len = end.saturating_sub(payload);
+        if seq != h.next_seq || len > h.mss || h.len.saturating_sub(ETH_HLEN) + len > MAX_IP_LEN {
+            return Lane::Other;
+        }
+        let good = match meta.status(Slot::OuterL4) {
+            CsumStatus::Good => true,
+            CsumStatus::Partial => false,
+            CsumStatus::Bad => return Lane::Other,
+            CsumStatus::Unknown => {
+                if !verify {
+                    return Lane::Other;
+                }
+                let ok = pseudo_at(frame, ETH_HLEN, v6, ip_proto::TCP, end - l4)
+                    .zip(frame.get(l4..))
+                    .is_some_and(|(p, b)| combine(p, sum(b)) == 0xffff);
+                if !ok {
+                    return Lane::Other;
+                }
+                true
+            }
+        };
+        h.fixed_id[0] = fixed;
+        let flags = t[13];
+        // Join (as `join`, fast).
+        if good && h.all_good && h.count == 1 {
+            h.first_sums();
+        }
+        if good && h.all_good {
+            if h.payload_bytes % 2 == 0 {
+                // Deferred (see `Held::deferred_acc`): no fold, no complement per segment.
+                h.deferred_n += 1;
+                h.deferred_acc += (end - l4) as u64 + varying_words(t);
+            } else {
+                match fast_payload_sum(h, frame, end) {
+                    Some(s) => h.payload_sum = combine(h.payload_sum, s.swap_bytes()),
+                    None => h.all_good = false,
+                }
+            }
+        } else {
+            h.all_good = false;
+        }
+        if h.first_piece == NO_PIECE {
+            h.buf.extend_from_slice(frame.get(payload..).unwrap_or(&[]));
+        } else {
+            let l = self.burst.link(payload, end);
+            if let Some(prev) = self.burst.links.get_mut(h.last_piece as usize) {
+                prev.next = l;
+            }
+            h.last_piece = l;
+        }
+        h.len += len;
+        h.payload_bytes += len;
+        h.count += 1;
+        h.next_seq = h.next_seq.wrapping_add(len as u32);
+        if let Some(f) = h.buf.get_mut(l4 + 13) {
+            *f |= flags & (TCP_FIN | TCP_PSH);
+        }
+        let mss = h.mss;
+        let both_good = good
+            && (v6 || meta.status(Slot::OuterIp) == CsumStatus::Good)
+            && meta.status(Slot::OuterL4) == CsumStatus::Good;
+        if both_good && h.all_good && flags & TCP_FINISHING == 0 && len == mss {
+            h.start_prediction();
+        }
+        self.held_segments += 1;
+        self.stats.merged_segments += 1;
+        if flags & TCP_FINISHING != 0 {
+            self.finish(i, FlushReason::Flags);
+        } else if len < mss {
+            self.finish(i, FlushReason::Size);
+        }
+        self.enforce_budget();
+        Lane::Joined
+    }
+
+    /// The fast lane for a held packet with prediction on ([`Held::pred`]) whose compared bytes
+    /// the frame matched: it is the next full-size in-sequence segment with the right IPv4 ID
+    /// if it also has the first segment's frame length (no padding), checksums verified `Good`
+    /// and room under 64 KiB. Anything else takes the general path.
+    #[inline(always)]
+    fn predicted_join(&mut self, i: usize, frame: &[u8], meta: &OffloadMeta) -> Lane {
+        let Some(h) = self.slab.get_mut(i) else {
+            return Lane::Other;
+        };
+        let end = frame.len();
+        let (l4, payload, mss) = (h.info.l4, h.info.payload, h.mss);
+        let v6 = h.info.ip[0].v6;
+        let Some(t) = frame
+            .get(l4..l4 + 20)
+            .and_then(|t| <&[u8; 20]>::try_from(t).ok())
+        else {
+            return Lane::Other;
+        };
+        if end != h.info.end
+            || meta.status(Slot::OuterL4) != CsumStatus::Good
+            || (!v6 && meta.status(Slot::OuterIp) != CsumStatus::Good)
+            || h.len - ETH_HLEN + mss > MAX_IP_LEN
+            || !h.all_good
+        {
+            return Lane::Other;
+        }
+        let flags = t[13];
+        if h.payload_bytes % 2 == 0 {
+            h.deferred_n += 1;
+            h.deferred_acc += (end - l4) as u64 + varying_words(t);
+        } else {
+            match fast_payload_sum(h, frame, end) {
+                Some(s) => h.payload_sum = combine(h.payload_sum, s.swap_bytes()),
+                None => h.all_good = false,
+            }
+        }
+        if h.first_piece == NO_PIECE {
+            h.buf.extend_from_slice(frame.get(payload..).unwrap_or(&[]));
+        } else {
+            let l = self.burst.link(payload, end);
+            if let Some(prev) = self.burst.links.get_mut(h.last_piece as usize) {
+                prev.next = l;
+            }
+            h.last_piece = l;
+        }
+        h.len += mss;
+        h.payload_bytes += mss;
+        h.count += 1;
+        h.next_seq = h.next_seq.wrapping_add(mss as u32);
+        if let Some(f) = h.buf.get_mut(l4 + 13) {
+            *f |= flags & (TCP_FIN | TCP_PSH);
+        }
+        h.advance_prediction();
+        self.held_segments += 1;
+        self.stats.merged_segments += 1;
+        if flags & TCP_FINISHING != 0 {
+            self.finish(i, FlushReason::Flags);
+        }
+        self.enforce_budget();
+        Lane::Joined
+    }
+
+    /// The held packet of a plain frame's flow, and whether its first segment's headers equal
+    /// the frame's under the fast-path mask (which implies the same flow).
+    #[inline]
+    fn find_plain(&mut self, frame: &[u8], info: &Info) -> (Option<usize>, bool) {
+        let mut probe = self.index.probe(info.hash);
+        while let Some(i) = self.index.next(&mut probe, info.hash) {
+            let Some(h) = self.slab.get_mut(i) else { break };
+            h.ensure_view(&self.plain_masks);
+            if h.cmp_words != 0 && same_headers(h, frame) {
+                return (Some(i), true);
+            }
+            if same_flow(&h.buf, &h.info, frame, info) {
+                return (Some(i), false);
+            }
+        }
+        (None, false)
+    }
+
+    /// The packed offsets of a plain frame's fresh metadata.
+    #[inline(always)]
+    fn plain_offsets(&self, v6: bool) -> u128 {
+        let [v4, v6_] = self.plain_offsets;
+        if v6 {
+            v6_
+        } else {
+            v4
+        }
+    }
+
+    /// Held packet `i` (its slab index).
+    #[inline(always)]
+    fn held(&self, i: usize) -> Option<&Held> {
+        self.slab.get(i)
+    }
+
+    #[inline(always)]
+    fn held_mut(&mut self, i: usize) -> Option<&mut Held> {
+        self.slab.get_mut(i)
+    }
+
+    /// Joins a classified, checksum-settled, eligible frame to its flow's held packet, or holds
+    /// it as a new packet, or passes it.
+    #[inline]
+    fn merge_or_hold(
+        &mut self,
+        frame: &[u8],
+        meta: OffloadMeta,
+        info: &Info,
+        slot: Option<usize>,
+        csum: bool,
+        now: u64,
+    ) {
         if let Some(i) = slot {
-            match self.decide(i, frame, &info) {
+            match self.decide(i, frame, info) {
                 Some(Decision::Join { finish }) => {
-                    self.join(i, frame, info.end, info.flags, csum);
+                    self.join(i, frame, info.end, info.flags, csum, false);
                     if let Some(reason) = finish {
                         self.finish(i, reason);
                     }
@@ -622,11 +1500,11 @@ impl GroEngine {
             }
         }
         // No held packet for this flow (any more): hold the frame unless it may not be held.
-        if !self.may_start(&info) {
+        if !self.may_start(info) {
             self.stats.not_mergeable += 1;
             return self.emit(frame, meta, 1);
         }
-        self.start(frame, meta, &info, csum, now);
+        self.start(frame, meta, info, csum, now);
         self.enforce_budget();
     }
 
@@ -644,11 +1522,17 @@ impl GroEngine {
             return false;
         }
         let mut hit = None;
-        for (i, h) in self.flows.iter().enumerate() {
+        for &slot in &self.order {
+            let Some(h) = self.slab.get_mut(slot as usize) else {
+                break;
+            };
             // The ports first: one load per held packet.
-            if h.cmp_words != 0 && be32(frame, h.info.l4) == Some(h.ports) && same_headers(h, frame)
-            {
-                hit = Some(i);
+            if be32(frame, h.info.l4) != Some(h.ports) {
+                continue;
+            }
+            h.ensure_view(&self.plain_masks);
+            if h.cmp_words != 0 && same_headers(h, frame) {
+                hit = Some(slot as usize);
                 break;
             }
         }
@@ -656,7 +1540,7 @@ impl GroEngine {
         let Some((end, flags, good, finish)) = self.fast_check(i, frame, meta) else {
             return false;
         };
-        self.join(i, frame, end, flags, good);
+        self.join(i, frame, end, flags, good, true);
         if let Some(reason) = finish {
             self.finish(i, reason);
         }
@@ -675,7 +1559,7 @@ impl GroEngine {
         meta: &OffloadMeta,
     ) -> Option<(usize, u8, bool, Option<FlushReason>)> {
         let verify = self.cfg.verify_checksums;
-        let h = self.flows.get_mut(i)?;
+        let h = self.held_mut(i)?;
         let info = &h.info;
         let (l4, payload, levels) = (info.l4, info.payload, info.levels.min(2));
         let end = frame.len();
@@ -765,6 +1649,72 @@ impl GroEngine {
         Some((end, flags, good, finish))
     }
 
+    /// [`GroEngine::fast_check`] for a plain frame ([`plain_tcp`] already checked its lengths)
+    /// whose headers equal held packet `i`'s: the IPv4 ID rule and header checksum, sequence,
+    /// size and the TCP checksum. Returns whether its TCP checksum is `Good` (else `Partial`)
+    /// and whether it finishes the packet.
+    #[inline(always)]
+    fn plain_check(
+        &mut self,
+        i: usize,
+        info: &Info,
+        frame: &[u8],
+        meta: &OffloadMeta,
+    ) -> Option<(bool, Option<FlushReason>)> {
+        let verify = self.cfg.verify_checksums;
+        let h = self.held_mut(i)?;
+        let len = info.end.checked_sub(info.payload)?;
+        if info.seq != h.next_seq
+            || len > h.mss
+            || h.len.saturating_sub(ETH_HLEN) + len > MAX_IP_LEN
+        {
+            return None;
+        }
+        let mut fixed = h.fixed_id[0];
+        if !info.ip[0].v6 {
+            let offset = info.ip[0].id.wrapping_sub(h.info.ip[0].id);
+            fixed = fixed || (h.count == 1 && offset == 0);
+            if offset != if fixed { 0 } else { h.count } {
+                return None;
+            }
+            match meta.status(Slot::OuterIp) {
+                CsumStatus::Good | CsumStatus::Partial => {}
+                CsumStatus::Bad => return None,
+                CsumStatus::Unknown => {
+                    if sum(frame.get(ETH_HLEN..ETH_HLEN + 20)?) != 0xffff {
+                        return None;
+                    }
+                }
+            }
+        }
+        let good = match meta.status(Slot::OuterL4) {
+            CsumStatus::Good => true,
+            CsumStatus::Partial => false,
+            CsumStatus::Bad => return None,
+            CsumStatus::Unknown => {
+                if !verify {
+                    return None;
+                }
+                let l4 = info.l4;
+                let pseudo =
+                    pseudo_at(frame, ETH_HLEN, info.ip[0].v6, ip_proto::TCP, info.end - l4)?;
+                if combine(pseudo, sum(frame.get(l4..)?)) != 0xffff {
+                    return None;
+                }
+                true
+            }
+        };
+        h.fixed_id[0] = fixed;
+        let finish = if info.flags & TCP_FINISHING != 0 {
+            Some(FlushReason::Flags)
+        } else if len < h.mss {
+            Some(FlushReason::Size)
+        } else {
+            None
+        };
+        Some((good, finish))
+    }
+
     // ---- classification ----
 
     /// Parses a frame and extracts the merge fields; `None` when it is no TCP/UDP frame this
@@ -827,15 +1777,17 @@ impl GroEngine {
     fn check_csums(
         &self,
         frame: &[u8],
-        layout: &Layout,
+        fresh: OffloadMeta,
+        outer: &Headers,
+        inner: Option<&Headers>,
         info: &Info,
         meta: &mut OffloadMeta,
     ) -> Result<bool, bool> {
-        *meta = adopt(layout, *meta);
+        *meta = adopt(fresh, *meta);
         // IPv4 header checksums: always checked (20 bytes), as Linux does.
         let levels: &[(Slot, Slot, Option<&Headers>)] = &[
-            (Slot::OuterIp, Slot::OuterL4, Some(&layout.outer)),
-            (Slot::InnerIp, Slot::InnerL4, layout.inner.as_ref()),
+            (Slot::OuterIp, Slot::OuterL4, Some(outer)),
+            (Slot::InnerIp, Slot::InnerL4, inner),
         ];
         for &(ip_slot, _, h) in levels.iter().take(info.levels) {
             let Some(h) = h else { return Err(false) };
@@ -849,7 +1801,7 @@ impl GroEngine {
         // The outer UDP checksum of a tunnel, when in use.
         if let (Some(t), true) = (info.tunnel, info.levels == 2) {
             if t.outer_csum {
-                let s = self.settle_l4(frame, &layout.outer, true, Slot::OuterL4, meta);
+                let s = self.settle_l4(frame, outer, true, Slot::OuterL4, meta);
                 match s {
                     CsumStatus::Good | CsumStatus::Partial => {}
                     CsumStatus::Bad => return Err(true),
@@ -858,9 +1810,9 @@ impl GroEngine {
             }
         }
         let (slot, h) = if info.levels == 2 {
-            (Slot::InnerL4, layout.inner.as_ref())
+            (Slot::InnerL4, inner)
         } else {
-            (Slot::OuterL4, Some(&layout.outer))
+            (Slot::OuterL4, Some(outer))
         };
         let Some(h) = h else { return Err(false) };
         match self.settle_l4(frame, h, false, slot, meta) {
@@ -893,25 +1845,26 @@ impl GroEngine {
 
     /// Whether a frame with no held packet to join may be held (Linux: not flushed on its own).
     fn may_start(&self, info: &Info) -> bool {
-        match info.proto {
-            Some(Proto::Tcp) => {
-                info.payload_len() >= 1 && info.flags & (TCP_FINISHING | TCP_CWR) == 0
-            }
-            Some(Proto::Udp) => true,
-            None => false,
-        }
+        may_start(info)
     }
 
     fn find(&self, frame: &[u8], info: &Info) -> Option<usize> {
-        self.flows
-            .iter()
-            .position(|h| h.info.hash == info.hash && same_flow(&h.buf, &h.info, frame, info))
+        let mut probe = self.index.probe(info.hash);
+        while let Some(i) = self.index.next(&mut probe, info.hash) {
+            if self
+                .held(i)
+                .is_some_and(|h| same_flow(&h.buf, &h.info, frame, info))
+            {
+                return Some(i);
+            }
+        }
+        None
     }
 
     // ---- the merge decision ----
 
     fn decide(&mut self, i: usize, frame: &[u8], info: &Info) -> Option<Decision> {
-        let h = self.flows.get_mut(i)?;
+        let h = self.held_mut(i)?;
         let len = info.payload_len();
         // IP fields of every level.
         let mut ip_flush = false;
@@ -984,57 +1937,101 @@ impl GroEngine {
     }
 
     fn start(&mut self, frame: &[u8], meta: OffloadMeta, info: &Info, good: bool, now: u64) {
-        if self.flows.len() >= self.cfg.max_flows {
+        if self.order.len() >= self.cfg.max_flows {
             if let Some(oldest) = self.oldest() {
                 self.finish(oldest, FlushReason::Evicted);
             }
         }
+        let slot = self.alloc_record();
+        let Some(h) = self.slab.get_mut(slot as usize) else {
+            return;
+        };
+        h.info = *info;
+        self.hold(slot, frame, meta, good, now);
+    }
+
+    /// A free record's slab index (the slab grows to at most `max_flows` records).
+    #[inline]
+    fn alloc_record(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slab.push(Held::default());
+                u32::try_from(self.slab.len() - 1).unwrap_or(u32::MAX)
+            }
+        }
+    }
+
+    /// Holds `frame` as a new packet in record `slot`, whose `info` is the frame's already.
+    #[inline]
+    fn hold(&mut self, slot: u32, frame: &[u8], meta: OffloadMeta, good: bool, now: u64) {
         let mut buf = self.take_buf();
+        let Some(h) = self.slab.get_mut(slot as usize) else {
+            return;
+        };
+        let (payload, end) = (h.info.payload, h.info.end);
         let (first_piece, last_piece) = if self.burst.active {
-            buf.extend_from_slice(frame.get(..info.payload).unwrap_or(frame));
-            let l = self.push_link(info.payload, info.end);
+            buf.extend_from_slice(frame.get(..payload).unwrap_or(frame));
+            let l = self.burst.link(payload, end);
             (l, l)
         } else {
             buf.extend_from_slice(frame);
             (NO_PIECE, NO_PIECE)
         };
-        let payload_sum = if good {
-            segment_payload_sum(frame, info, info.end).unwrap_or(0)
-        } else {
-            0
-        };
-        let (cmp_ref, cmp_mask, cmp_words) = fast_view(frame, info);
-        self.flows.push(Held {
-            info: *info,
-            buf,
-            len: frame.len(),
-            first_piece,
-            last_piece,
-            meta,
-            count: 1,
-            mss: info.payload_len(),
-            next_seq: info.seq.wrapping_add(info.payload_len() as u32),
-            fixed_id: [false; 2],
-            all_good: good,
-            payload_sum,
-            payload_bytes: info.payload_len(),
-            cwr: info.flags & TCP_CWR != 0,
-            born: now,
-            cmp_ref,
-            cmp_mask,
-            cmp_words,
-            ports: be32(frame, info.l4).unwrap_or(0),
-        });
+        // Field by field: the record is reused in place. The payload sum, `fixed_sum` and the
+        // fast-path view are computed when a second segment comes (most packets of a flood
+        // never get one).
+        let info = &h.info;
+        h.mss = info.payload_len();
+        h.next_seq = info.seq.wrapping_add(info.payload_len() as u32);
+        h.payload_bytes = info.payload_len();
+        h.cwr = info.flags & TCP_CWR != 0;
+        h.ports = be32(frame, info.l4).unwrap_or(0);
+        h.plain = info.proto == Some(Proto::Tcp)
+            && info.levels == 1
+            && info.tunnel.is_none()
+            && info.l3[0] == ETH_HLEN
+            && info.l4 == if info.ip[0].v6 { 54 } else { 34 };
+        let hash = info.hash;
+        h.buf = buf;
+        h.len = frame.len();
+        h.first_piece = first_piece;
+        h.last_piece = last_piece;
+        h.meta = meta;
+        h.count = 1;
+        h.fixed_id = [false; 2];
+        h.all_good = good;
+        h.payload_sum = 0;
+        h.deferred_n = 0;
+        h.deferred_acc = 0;
+        h.live = true;
+        h.pred = false;
+        h.born = now;
+        h.view_done = false;
+        h.cmp_words = 0;
+        h.fixed_sum = 0;
+        self.order.push(slot);
+        self.index.insert(hash, slot);
         self.held_segments += 1;
     }
 
-    fn join(&mut self, i: usize, frame: &[u8], end: usize, flags: u8, good: bool) {
-        let Some(h) = self.flows.get_mut(i) else {
+    /// Appends a segment to held packet `i`. `fast`: its headers equal the first segment's under
+    /// the fast-path mask (so [`Held::fixed_sum`] applies to it).
+    fn join(&mut self, i: usize, frame: &[u8], end: usize, flags: u8, good: bool, fast: bool) {
+        let Some(h) = self.held_mut(i) else {
             return;
         };
         let payload = frame.get(h.info.payload..end).unwrap_or(&[]);
+        if good && h.all_good && h.count == 1 {
+            h.first_sums();
+        }
         if good && h.all_good {
-            match segment_payload_sum(frame, &h.info, end) {
+            let psum = if fast {
+                fast_payload_sum(h, frame, end)
+            } else {
+                segment_payload_sum(frame, &h.info, end)
+            };
+            match psum {
                 Some(mut s) => {
                     if h.payload_bytes % 2 == 1 {
                         s = s.swap_bytes();
@@ -1060,13 +2057,17 @@ impl GroEngine {
                 *f |= flags & (TCP_FIN | TCP_PSH);
             }
         }
+        if h.pred {
+            // Keep the prediction in step with the packet (never a stale sequence number).
+            h.advance_prediction();
+        }
         if h.first_piece != NO_PIECE {
             let (start, last) = (h.info.payload, h.last_piece);
             let l = self.push_link(start, end);
             if let Some(prev) = self.burst.links.get_mut(last as usize) {
                 prev.next = l;
             }
-            if let Some(h) = self.flows.get_mut(i) {
+            if let Some(h) = self.held_mut(i) {
                 h.last_piece = l;
             }
         }
@@ -1074,11 +2075,12 @@ impl GroEngine {
         self.stats.merged_segments += 1;
     }
 
-    /// The oldest held packet: `flows` is in arrival order.
+    /// The oldest held packet: `order` is in arrival order.
     fn oldest(&self) -> Option<usize> {
-        (!self.flows.is_empty()).then_some(0)
+        self.order.first().map(|&s| s as usize)
     }
 
+    #[inline]
     fn enforce_budget(&mut self) {
         while self.held_segments > self.cfg.max_held_packets {
             match self.oldest() {
@@ -1089,91 +2091,108 @@ impl GroEngine {
     }
 
     fn flush_all(&mut self, reason: FlushReason) {
-        let mut flows = std::mem::take(&mut self.flows);
-        for h in flows.drain(..) {
-            self.complete(h, reason);
+        if self.order.len() * 8 < self.index.buckets.len() {
+            // A few held packets: removing them is cheaper than clearing every bucket.
+            for &slot in &self.order {
+                let hash = self.slab.get(slot as usize).map_or(0, |h| h.info.hash);
+                self.index.remove(hash, slot);
+            }
+        } else {
+            self.index.clear();
         }
-        self.flows = flows;
+        let order = std::mem::take(&mut self.order);
+        for &slot in &order {
+            self.complete(slot, reason);
+        }
+        self.order = order;
+        self.order.clear();
     }
 
     fn flush_where(&mut self, reason: FlushReason, pred: impl Fn(&Held) -> bool) {
-        // `flows` is kept in arrival order of the first segments (pushed at the end, removed
-        // with order-preserving `remove`), so this finishes the oldest first in one pass.
-        let mut flows = std::mem::take(&mut self.flows);
-        let mut kept = 0;
-        let mut i = 0;
-        while i < flows.len() {
-            let take = flows.get(i).is_some_and(&pred);
-            if take {
-                let h = flows.remove(i);
-                self.complete(h, reason);
+        // `order` is the arrival order of the first segments (pushed at the end, removed with
+        // order-preserving `remove`), so this finishes the oldest first in one pass.
+        let mut k = 0;
+        while let Some(&slot) = self.order.get(k) {
+            if self.held(slot as usize).is_some_and(&pred) {
+                self.finish(slot as usize, reason);
             } else {
-                kept += 1;
-                i += 1;
+                k += 1;
             }
         }
-        debug_assert_eq!(kept, flows.len());
-        self.flows = flows;
     }
 
+    /// Finishes held packet `i` (a slab index).
     fn finish(&mut self, i: usize, reason: FlushReason) {
-        if i < self.flows.len() {
-            let h = self.flows.remove(i);
-            self.complete(h, reason);
-        }
+        let Some(k) = self.order.iter().position(|&s| s as usize == i) else {
+            return;
+        };
+        self.order.remove(k);
+        let hash = self.slab.get(i).map_or(0, |h| h.info.hash);
+        self.index.remove(hash, i as u32);
+        self.complete(i as u32, reason);
     }
 
     /// Finishes a held packet: fixes lengths and checksums of a merged one, queues it.
-    fn complete(&mut self, mut h: Held, reason: FlushReason) {
+    fn complete(&mut self, slot: u32, reason: FlushReason) {
+        self.free.push(slot);
+        let Some(h) = self.slab.get_mut(slot as usize) else {
+            return;
+        };
+        h.live = false;
         self.stats.flushed.bump(reason);
         self.held_segments = self.held_segments.saturating_sub(usize::from(h.count));
-        if h.count > 1 && finalize(&mut h).is_none() {
-            // Cannot happen for frames that passed `classify`; keep the bytes, drop GSO.
-            h.meta = OffloadMeta::default();
-        }
-        if h.count > 1 {
+        let count = h.count;
+        if count > 1 {
+            if finalize(h).is_none() {
+                // Cannot happen for frames that passed `classify`; keep the bytes, drop GSO.
+                h.meta = OffloadMeta::default();
+            }
             self.stats.merged_packets += 1;
         }
         self.stats.packets_out += 1;
-        if h.first_piece == NO_PIECE {
+        let (buf, meta, first_piece) = (std::mem::take(&mut h.buf), h.meta, h.first_piece);
+        if first_piece == NO_PIECE {
             self.out.push_back(GroPacket {
-                frame: h.buf,
-                meta: h.meta,
-                segments: h.count,
+                frame: buf,
+                meta,
+                segments: count,
             });
             return;
         }
-        // Burst mode: the headers to the arena, the piece chain to the piece list.
         let out = &mut self.burst.out;
-        let hs = out.headers.len();
-        out.headers.extend_from_slice(&h.buf);
         let ps = out.pieces.len();
-        let mut l = h.first_piece;
-        while let Some(link) = self.burst.links.get(l as usize) {
-            out.pieces.push(BurstPiece {
-                frame: link.frame as usize,
-                range: link.start as usize..link.end as usize,
-            });
-            l = link.next;
+        let hs = out.headers.len();
+        if count == 1 {
+            // Alone: the received frame as it is, one piece (as for a frame passed through).
+            if let Some(link) = self.burst.links.get(first_piece as usize) {
+                out.pieces.push(BurstPiece {
+                    frame: link.frame as usize,
+                    range: 0..link.end as usize,
+                });
+            }
+        } else {
+            // Merged: the rewritten headers to the arena, the piece chain to the piece list.
+            out.headers.extend_from_slice(&buf);
+            let mut l = first_piece;
+            while let Some(link) = self.burst.links.get(l as usize) {
+                out.pieces.push(BurstPiece {
+                    frame: link.frame as usize,
+                    range: link.start as usize..link.end as usize,
+                });
+                l = link.next;
+            }
         }
         out.packets.push(BurstPacket {
             header: hs..out.headers.len(),
             pieces: ps..out.pieces.len(),
-            meta: h.meta,
-            segments: h.count,
+            meta,
+            segments: count,
         });
-        self.recycle(h.buf);
+        self.recycle(buf);
     }
 
     fn push_link(&mut self, start: usize, end: usize) -> u32 {
-        let l = self.burst.links.len() as u32;
-        self.burst.links.push(Link {
-            frame: self.burst.index,
-            start: start as u32,
-            end: end as u32,
-            next: NO_PIECE,
-        });
-        l
+        self.burst.link(start, end)
     }
 
     /// Passes a frame that may not join through, after finishing its flow's held packet.
@@ -1238,28 +2257,57 @@ fn load_word(frame: &[u8], off: usize) -> u64 {
 /// The fast path's reference words and mask for a held TCP packet: every header byte must be
 /// equal except the per-segment fields (IP lengths, IDs and checksums, outer UDP length and
 /// checksum, TCP sequence, PSH/FIN bits, checksum and urgent pointer). Headers longer than
-/// [`CMP_WORDS`] words get no fast path.
-fn fast_view(frame: &[u8], info: &Info) -> ([u64; CMP_WORDS], [u64; CMP_WORDS], usize) {
-    let none = ([0; CMP_WORDS], [0; CMP_WORDS], 0);
+/// [`CMP_WORDS`] words get no fast path (`words` 0).
+fn fast_view(
+    frame: &[u8],
+    info: &Info,
+    r: &mut [u8; CMP_WORDS * 8],
+    m: &mut [u64; CMP_WORDS],
+) -> usize {
+    *r = [0; CMP_WORDS * 8];
+    *m = [0; CMP_WORDS];
     let hl = info.payload;
     if info.proto != Some(Proto::Tcp) || !(8..=CMP_WORDS * 8).contains(&hl) {
-        return none;
+        return 0;
     }
-    let mut mask = [0u8; CMP_WORDS * 8];
-    if let Some(m) = mask.get_mut(..hl) {
-        m.fill(0xff);
+    let Some(hdr) = frame.get(..hl) else { return 0 };
+    let mut head = [0u8; CMP_WORDS * 8];
+    if let Some(d) = head.get_mut(..hl) {
+        d.copy_from_slice(hdr);
     }
-    let mut clear = |a: usize, b: usize, v: u8| {
-        if let Some(m) = mask.get_mut(a..b) {
-            m.fill(v);
+    let words = hl.div_ceil(8);
+    for (k, w) in m.iter_mut().enumerate().take(words) {
+        // Little-endian words: byte j of the word is bits 8j..8j+8; bytes past `hl` are ignored.
+        let valid = hl - k * 8;
+        *w = if valid >= 8 {
+            !0
+        } else {
+            (1u64 << (8 * valid)) - 1
+        };
+    }
+    // Keeps only the bits of `keep` in bytes a..b (a word at a time).
+    let mut clear = |a: usize, b: usize, keep: u8| {
+        let drop = u64::from_ne_bytes([!keep; 8]);
+        let mut i = a;
+        while i < b {
+            let lo = i % 8;
+            let n = (8 - lo).min(b - i);
+            let bytes = if n == 8 {
+                !0
+            } else {
+                ((1u64 << (8 * n)) - 1) << (8 * lo)
+            };
+            if let Some(w) = m.get_mut(i / 8) {
+                *w &= !(bytes & drop);
+            }
+            i += n;
         }
     };
     for lvl in 0..info.levels.min(2) {
         let (Some(&l3), Some(ip)) = (info.l3.get(lvl), info.ip.get(lvl)) else {
-            return none;
+            return 0;
         };
-        let v6 = ip.v6;
-        if v6 {
+        if ip.v6 {
             clear(l3 + 4, l3 + 6, 0);
         } else {
             clear(l3 + 2, l3 + 6, 0);
@@ -1273,20 +2321,8 @@ fn fast_view(frame: &[u8], info: &Info) -> ([u64; CMP_WORDS], [u64; CMP_WORDS], 
     clear(l4 + 4, l4 + 8, 0);
     clear(l4 + 13, l4 + 14, !(TCP_PSH | TCP_FIN));
     clear(l4 + 16, l4 + 20, 0);
-    let words = hl.div_ceil(8);
-    let mut r = [0u64; CMP_WORDS];
-    let mut m = [0u64; CMP_WORDS];
-    for k in 0..words.min(CMP_WORDS) {
-        let mut w = [0u8; 8];
-        if let Some(b) = mask.get(k * 8..k * 8 + 8) {
-            w.copy_from_slice(b);
-        }
-        if let (Some(rk), Some(mk)) = (r.get_mut(k), m.get_mut(k)) {
-            *mk = u64::from_le_bytes(w);
-            *rk = load_word(frame, k * 8) & *mk;
-        }
-    }
-    (r, m, words)
+    *r = head;
+    words
 }
 
 /// Whether `frame`'s headers equal held packet `h`'s first segment's under the fast-path mask.
@@ -1295,15 +2331,327 @@ fn same_headers(h: &Held, frame: &[u8]) -> bool {
     if frame.len() <= h.info.payload {
         return false;
     }
+    // Branch-free over 8 or all 16 words (the mask and reference are zero past `cmp_words`),
+    // which the compiler vectorises.
+    if h.cmp_words <= 8 {
+        if let (Some(head), Some(r), Some(m)) = (
+            frame.first_chunk::<64>(),
+            h.cmp_ref.0.first_chunk::<64>(),
+            h.cmp_mask.first_chunk::<8>(),
+        ) {
+            return masked_equal(head, r, m);
+        }
+    } else if let Some(head) = frame.first_chunk::<128>() {
+        return masked_equal(head, &h.cmp_ref.0, &h.cmp_mask);
+    }
+    same_headers_short(h, frame)
+}
+
+#[inline(always)]
+fn masked_equal<const B: usize, const W: usize>(head: &[u8; B], r: &[u8; B], m: &[u64; W]) -> bool {
+    let mut diff = 0u64;
+    let (head, r) = (head.as_chunks::<8>().0, r.as_chunks::<8>().0);
+    for ((c, r), m) in head.iter().zip(r.iter()).zip(m.iter()) {
+        diff |= (u64::from_le_bytes(*c) ^ u64::from_le_bytes(*r)) & m;
+    }
+    diff == 0
+}
+
+/// [`same_headers`] for a frame too short for the fixed-size comparison.
+#[cold]
+#[inline(never)]
+fn same_headers_short(h: &Held, frame: &[u8]) -> bool {
     let mut diff = 0u64;
     for k in 0..h.cmp_words.min(CMP_WORDS) {
         let (r, m) = (
-            h.cmp_ref.get(k).copied().unwrap_or(0),
+            load_word(&h.cmp_ref.0, k * 8),
             h.cmp_mask.get(k).copied().unwrap_or(0),
         );
-        diff |= (load_word(frame, k * 8) & m) ^ r;
+        diff |= (load_word(frame, k * 8) ^ r) & m;
     }
     diff == 0
+}
+
+/// [`Offsets`](sluice_packet::Offsets) as one integer (equal exactly when the offsets are):
+/// cheaper to compare than six `Option<u16>`.
+#[inline(always)]
+fn pack_offsets(o: &sluice_packet::Offsets) -> u128 {
+    let f = |v: Option<u16>| v.map_or(0x1_0000, u128::from);
+    f(o.outer_l2)
+        | f(o.outer_l3) << 20
+        | f(o.outer_l4) << 40
+        | f(o.inner_l2) << 60
+        | f(o.inner_l3) << 80
+        | f(o.inner_l4) << 100
+}
+
+/// Which plain shape ([`plain_tcp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plain {
+    V4,
+    V6,
+}
+
+/// The layout of a plain TCP frame of either IP version, for its fresh metadata.
+fn plain_layout(kind: Plain) -> Layout {
+    let (l3_kind, l4) = match kind {
+        Plain::V4 => (L3Kind::Ipv4, 34),
+        Plain::V6 => (L3Kind::Ipv6, 54),
+    };
+    let mut layout = Layout::default();
+    layout.outer.l2 = Some(0);
+    layout.outer.l3 = Some(ETH_HLEN);
+    layout.outer.l3_kind = Some(l3_kind);
+    layout.outer.l4 = Some(l4);
+    layout.outer.l4_proto = Some(ip_proto::TCP);
+    layout
+}
+
+/// The parser's [`Headers`] of a plain frame, for software checksum verification.
+fn plain_headers(info: &Info, v6: bool) -> Headers {
+    Headers {
+        l2: Some(0),
+        ethertype: if v6 {
+            sluice_wire::ethertype::IPV6
+        } else {
+            sluice_wire::ethertype::IPV4
+        },
+        l3: Some(ETH_HLEN),
+        l3_kind: Some(if v6 { L3Kind::Ipv6 } else { L3Kind::Ipv4 }),
+        l4: Some(info.l4),
+        l4_proto: Some(ip_proto::TCP),
+        payload: Some(info.payload),
+        l3_end: Some(info.end),
+        ..Headers::default()
+    }
+}
+
+/// Whether a frame with no held packet to join may be held (Linux: not flushed on its own).
+#[inline]
+fn may_start(info: &Info) -> bool {
+    match info.proto {
+        Some(Proto::Tcp) => info.payload_len() >= 1 && info.flags & (TCP_FINISHING | TCP_CWR) == 0,
+        Some(Proto::Udp) => true,
+        None => false,
+    }
+}
+
+/// [`plain_tcp`] into `out` (left unspecified when `false`).
+#[inline(always)]
+fn plain_tcp_into(frame: &[u8], hash: Option<u64>, out: &mut Info) -> bool {
+    match plain_tcp(frame, hash) {
+        Some(i) => {
+            *out = i;
+            true
+        }
+        None => false,
+    }
+}
+
+/// The merge fields of a *plain* TCP segment, read at fixed offsets without the full parser:
+/// an untagged Ethernet header, IPv4 without options and not a fragment (or IPv6 whose next
+/// header is TCP, payload length non-zero), a TCP header that fits, and the IP packet ending
+/// exactly at the frame's end. Exactly the frames for which `sluice_wire::parse` + `classify`
+/// give this same [`Info`] and [`eligible`] holds (see the `plain_matches_parser` test);
+/// anything else returns `None` and takes the general path.
+/// `hash`: the frame's flow hash when already computed ([`plain_hash`]).
+#[inline(always)]
+fn plain_tcp(frame: &[u8], hash: Option<u64>) -> Option<Info> {
+    let end = frame.len();
+    let b: &[u8; 54] = frame.get(..54)?.try_into().ok()?;
+    let (l4, ip, t, hash) = match u16::from_be_bytes([b[12], b[13]]) {
+        sluice_wire::ethertype::IPV4 => {
+            let frag = u16::from_be_bytes([b[20], b[21]]);
+            let total = usize::from(u16::from_be_bytes([b[16], b[17]]));
+            if b[14] != 0x45
+                || b[23] != ip_proto::TCP
+                || frag & 0x3fff != 0
+                || total + ETH_HLEN != end
+            {
+                return None;
+            }
+            let ip = IpFields {
+                v6: false,
+                ttl: b[22],
+                tos: b[15],
+                df: frag & 0x4000 != 0,
+                id: u16::from_be_bytes([b[18], b[19]]),
+            };
+            let t: &[u8; 20] = b[34..54].try_into().ok()?;
+            (34, ip, t, hash.unwrap_or_else(|| plain_hash_v4(b)))
+        }
+        sluice_wire::ethertype::IPV6 => {
+            let b: &[u8; 74] = frame.get(..74)?.try_into().ok()?;
+            let w = u32::from_be_bytes([b[14], b[15], b[16], b[17]]);
+            let plen = usize::from(u16::from_be_bytes([b[18], b[19]]));
+            if w >> 28 != 6 || b[20] != ip_proto::TCP || plen == 0 || plen + 54 != end {
+                return None;
+            }
+            let ip = IpFields {
+                v6: true,
+                ttl: b[21],
+                tos: ((w >> 20) & 0xff) as u8,
+                df: false,
+                id: 0,
+            };
+            let t: &[u8; 20] = b[54..74].try_into().ok()?;
+            (54, ip, t, hash.unwrap_or_else(|| plain_hash_v6(b)))
+        }
+        _ => return None,
+    };
+    let hl = usize::from(t[12] >> 4) * 4;
+    if hl < 20 || l4 + hl > end {
+        return None;
+    }
+    let word = |k: usize| be32_in(t, k);
+    Some(Info {
+        proto: Some(Proto::Tcp),
+        l3: [ETH_HLEN, 0],
+        ip: [ip, IpFields::default()],
+        levels: 1,
+        tunnel: None,
+        l4,
+        payload: l4 + hl,
+        end,
+        seq: word(4),
+        ack: word(8),
+        word3: word(12),
+        flags: t[13],
+        udp_len: 0,
+        hash,
+    })
+}
+
+/// [`flow_hash`] of a plain TCP/IPv4 frame (the `plain_matches_parser` test checks they agree).
+#[inline(always)]
+fn plain_hash_v4(b: &[u8; 54]) -> u64 {
+    let ports = u32::from_be_bytes([b[34], b[35], b[36], b[37]]);
+    let addrs = u64::from_le_bytes([b[26], b[27], b[28], b[29], b[30], b[31], b[32], b[33]]);
+    mix(mix(plain_structure(34, false), u64::from(ports)), addrs)
+}
+
+/// [`flow_hash`] of a plain TCP/IPv6 frame.
+#[inline(always)]
+fn plain_hash_v6(b: &[u8; 74]) -> u64 {
+    let ports = u32::from_be_bytes([b[54], b[55], b[56], b[57]]);
+    let mut hash = mix(plain_structure(54, true), u64::from(ports));
+    for c in b[22..54].chunks_exact(8) {
+        hash = mix(hash, u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+    }
+    hash
+}
+
+/// The flow hash of a frame that looks plain at a glance (EtherType, IPv4 version/IHL and
+/// protocol, or IPv6 next header), for [`GroEngine::quick_join`]'s lookup; the header comparison
+/// that follows checks the rest.
+#[inline(always)]
+fn plain_hash(frame: &[u8]) -> Option<u64> {
+    let b: &[u8; 54] = frame.get(..54)?.try_into().ok()?;
+    match u16::from_be_bytes([b[12], b[13]]) {
+        sluice_wire::ethertype::IPV4 if b[14] == 0x45 && b[23] == ip_proto::TCP => {
+            Some(plain_hash_v4(b))
+        }
+        sluice_wire::ethertype::IPV6 if b[20] == ip_proto::TCP => {
+            Some(plain_hash_v6(frame.get(..74)?.try_into().ok()?))
+        }
+        _ => None,
+    }
+}
+
+/// The first input of [`flow_hash`]: the structure of the frame.
+#[inline(always)]
+fn plain_structure(l4: usize, v6: bool) -> u64 {
+    structure_word(l4, 1, false, v6)
+}
+
+#[inline(always)]
+fn structure_word(l4: usize, levels: usize, udp: bool, v6: bool) -> u64 {
+    (l4 as u64) << 16 | (levels as u64) << 8 | u64::from(udp) << 1 | u64::from(v6)
+}
+
+/// [`Held::fixed_sum`] of a TCP packet's first segment.
+fn fixed_tcp_sum(frame: &[u8], info: &Info) -> Option<u32> {
+    let lvl = info.innermost();
+    let l3 = *info.l3.get(lvl)?;
+    let addrs = if info.ip.get(lvl)?.v6 {
+        frame.get(l3 + 8..l3 + 40)?
+    } else {
+        frame.get(l3 + 12..l3 + 20)?
+    };
+    // Pseudo-header without the length (addresses, protocol), then the TCP header words that
+    // `varying_words` leaves out: ports, acknowledgment number, options.
+    let t: &[u8; 20] = frame.get(info.l4..info.l4 + 20)?.try_into().ok()?;
+    let w = |k: usize| u64::from(be32_in(t, k));
+    let options = frame.get(info.l4 + 20..info.payload)?;
+    let acc = u64::from(ip_proto::TCP) + words_sum(addrs) + w(0) + w(8) + words_sum(options);
+    Some(u32::from(fold64(acc)))
+}
+
+/// The folded ones'-complement sum of a short slice (a header), inline: cheaper than the
+/// dispatched [`sum`] for a few dozen bytes. Same value as [`sum`].
+#[inline(always)]
+fn small_sum(b: &[u8]) -> u16 {
+    let mut acc = words_sum(b);
+    if b.len() % 2 == 1 {
+        acc += u64::from(*b.last().unwrap_or(&0)) << 8;
+    }
+    fold64(acc)
+}
+
+/// The unfolded sum of the big-endian 16-bit words of a short slice (an odd last byte is
+/// ignored).
+#[inline(always)]
+fn words_sum(b: &[u8]) -> u64 {
+    // 32-bit words: each adds its two 16-bit halves at once (folded later).
+    let mut quads = b.chunks_exact(4);
+    let mut acc = 0u64;
+    for q in &mut quads {
+        acc += u64::from(be32_in(q, 0));
+    }
+    if let [a, b, ..] = quads.remainder() {
+        acc += u64::from(u16::from_be_bytes([*a, *b]));
+    }
+    acc
+}
+
+/// The payload sum of a segment that passed [`same_headers`] for held packet `h` and whose TCP
+/// checksum is good: the complement of its pseudo-header and TCP header sums, from
+/// [`Held::fixed_sum`] plus the words that vary.
+#[inline(always)]
+fn fast_payload_sum(h: &Held, frame: &[u8], end: usize) -> Option<u16> {
+    let l4 = h.info.l4;
+    let t: &[u8; 20] = frame.get(l4..l4 + 20)?.try_into().ok()?;
+    let tcp_len = end.checked_sub(l4)? as u64;
+    Some(!fold64(u64::from(h.fixed_sum) + tcp_len + varying_words(t)))
+}
+
+/// The unfolded sum of the TCP header words [`Held::fixed_sum`] leaves out: the sequence number,
+/// data offset/flags/window and checksum/urgent pointer, as three 32-bit words (a 32-bit word is
+/// congruent to the sum of its 16-bit halves modulo 0xffff).
+#[inline(always)]
+fn varying_words(t: &[u8; 20]) -> u64 {
+    let w = |k: usize| u64::from(be32_in(t, k));
+    w(4) + w(12) + w(16)
+}
+
+/// The big-endian 32-bit word at `k` of `t` (0 past its end; with a constant `k` inside a
+/// fixed-size array the check folds away).
+#[inline(always)]
+fn be32_in(t: &[u8], k: usize) -> u32 {
+    t.get(k..)
+        .and_then(|s| s.first_chunk::<4>())
+        .map_or(0, |b| u32::from_be_bytes(*b))
+}
+
+/// Folds a ones'-complement accumulator to 16 bits.
+#[inline(always)]
+fn fold64(acc: u64) -> u16 {
+    // Four end-around-carry steps reduce any 64-bit value to 16 bits (branch-free).
+    let a = (acc & 0xffff_ffff) + (acc >> 32);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    a as u16
 }
 
 fn absent_verdicts(slot: Slot) -> sluice_packet::Verdicts {
@@ -1433,23 +2781,9 @@ fn eligible(frame: &[u8], layout: &Layout, info: &Info) -> bool {
 }
 
 /// The fixed hashing step (FxHash-like); flows are few, so quality matters less than speed.
+#[inline(always)]
 fn mix(h: u64, v: u64) -> u64 {
     (h.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95)
-}
-
-fn hash_bytes(mut h: u64, b: &[u8]) -> u64 {
-    let mut chunks = b.chunks_exact(8);
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        h = mix(h, u64::from_le_bytes(w));
-    }
-    let rest = chunks.remainder();
-    let mut w = [0u8; 8];
-    if let Some(d) = w.get_mut(..rest.len()) {
-        d.copy_from_slice(rest);
-    }
-    mix(h, u64::from_le_bytes(w) ^ ((rest.len() as u64) << 56))
 }
 
 /// Walks the parts of a frame that define its flow: byte ranges compared exactly (`range`), and
@@ -1521,26 +2855,27 @@ fn shape(info: &Info) -> [u64; 4] {
     ]
 }
 
+/// The flow hash: a function of bytes every frame of a flow shares (the structure, the innermost
+/// ports and IP addresses), so equal flows hash equally; [`same_flow`] compares the whole key.
+/// Flows that differ only elsewhere (VLAN tags, outer headers) collide, which costs a compare.
+#[inline(always)]
 fn flow_hash(frame: &[u8], info: &Info) -> Option<u64> {
-    let h = std::cell::Cell::new(shape(info).into_iter().fold(0u64, mix));
-    let ok = key_walk(
-        info,
-        |a, b| match frame.get(a..b) {
-            Some(x) => {
-                h.set(hash_bytes(h.get(), x));
-                true
-            }
-            None => false,
-        },
-        |w| match be32(frame, w) {
-            Some(x) => {
-                h.set(mix(h.get(), u64::from(x & 0xf00f_ffff)));
-                true
-            }
-            None => false,
-        },
-    );
-    ok.then_some(h.get())
+    let lvl = info.innermost();
+    let l3 = *info.l3.get(lvl)?;
+    let v6 = info.ip.get(lvl)?.v6;
+    let structure = structure_word(info.l4, info.levels, info.proto == Some(Proto::Udp), v6);
+    let mut h = mix(structure, u64::from(be32(frame, info.l4)?));
+    if v6 {
+        // Both addresses: 32 bytes from l3 + 8.
+        let a = frame.get(l3 + 8..l3 + 40)?;
+        for k in 0..4 {
+            h = mix(h, load_word(a, k * 8));
+        }
+    } else {
+        frame.get(l3 + 12..l3 + 20)?;
+        h = mix(h, load_word(frame, l3 + 12));
+    }
+    Some(h)
 }
 
 fn same_flow(a: &[u8], ai: &Info, b: &[u8], bi: &Info) -> bool {
@@ -1608,7 +2943,7 @@ fn segment_payload_sum(frame: &[u8], info: &Info, end: usize) -> Option<u16> {
         Proto::Udp => ip_proto::UDP,
     };
     let pseudo = l4_pseudo(frame, info, proto, end.checked_sub(info.l4)?)?;
-    let hdr = sum(frame.get(info.l4..info.payload)?);
+    let hdr = small_sum(frame.get(info.l4..info.payload)?);
     Some(!combine(pseudo, hdr))
 }
 
@@ -1633,7 +2968,7 @@ fn finalize(h: &mut Held) -> Option<()> {
                 u16::try_from(len.checked_sub(l3)?).ok()?,
             )?;
             put16(&mut h.buf, l3 + 10, 0)?;
-            let c = !sum(h.buf.get(l3..l3 + 20)?);
+            let c = !small_sum(h.buf.get(l3..l3 + 20)?);
             put16(&mut h.buf, l3 + 10, c)?;
             h.meta.checksum_recomputed(Slot::ip(level_of(lvl)));
         }
@@ -1651,8 +2986,8 @@ fn finalize(h: &mut Held) -> Option<()> {
     let pseudo = l4_pseudo(&h.buf, &info, proto, l4_len)?;
     if h.all_good {
         put16(&mut h.buf, l4 + field, 0)?;
-        let hdr = sum(h.buf.get(l4..info.payload)?);
-        let mut c = !combine(combine(pseudo, hdr), h.payload_sum);
+        let hdr = small_sum(h.buf.get(l4..info.payload)?);
+        let mut c = !combine(combine(pseudo, hdr), h.payload_sum_total());
         if c == 0 && proto == ip_proto::UDP {
             c = 0xffff;
         }
@@ -1728,8 +3063,8 @@ const fn level_of(lvl: usize) -> Level {
 
 /// The caller's metadata if it describes this frame's headers, else fresh metadata for the
 /// layout carrying over the caller's checksum statuses.
-fn adopt(layout: &Layout, given: OffloadMeta) -> OffloadMeta {
-    let mut m = OffloadMeta::from_layout(layout);
+fn adopt(fresh: OffloadMeta, given: OffloadMeta) -> OffloadMeta {
+    let mut m = fresh;
     if given.offsets() == m.offsets() && given.tunnel() == m.tunnel() {
         return given;
     }
@@ -1751,4 +3086,234 @@ fn adopt(layout: &Layout, given: OffloadMeta) -> OffloadMeta {
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A TCP segment over IPv4 or IPv6 with `opts` TCP option bytes and `payload` bytes.
+    fn segment(v6: bool, opts: usize, payload: usize, seed: u8) -> Vec<u8> {
+        let (l3len, et) = if v6 { (40, 0x86dd_u16) } else { (20, 0x0800) };
+        let thl = 20 + opts;
+        let mut f = vec![0u8; 14 + l3len + thl + payload];
+        f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&et.to_be_bytes());
+        let ip_len = l3len + thl + payload;
+        if v6 {
+            f[14] = 0x60;
+            f[18..20].copy_from_slice(&((thl + payload) as u16).to_be_bytes());
+            f[20] = 6;
+            f[21] = 64;
+            f[22..54]
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, b)| *b = i as u8 ^ seed);
+        } else {
+            f[14] = 0x45;
+            f[16..18].copy_from_slice(&(ip_len as u16).to_be_bytes());
+            f[18..20].copy_from_slice(&[0, seed]);
+            f[20] = 0x40;
+            f[22] = 64;
+            f[23] = 6;
+            f[26..34].copy_from_slice(&[192, 0, 2, 1, 192, 0, 2, seed]);
+        }
+        let l4 = 14 + l3len;
+        f[l4..l4 + 4].copy_from_slice(&[0x9c, 0x40, 0x14, 0x51]);
+        f[l4 + 4..l4 + 8].copy_from_slice(&[0, 0, 0x10, seed]);
+        f[l4 + 12] = ((thl / 4) as u8) << 4;
+        f[l4 + 13] = 0x10;
+        for (i, b) in f[l4 + 20..].iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(7) ^ seed;
+        }
+        f
+    }
+
+    fn engine() -> GroEngine {
+        GroEngine::new(GroConfig::default())
+    }
+
+    proptest! {
+        /// The plain shortcut accepts only frames the general path classifies identically
+        /// (hash included) and holds eligible, whatever bytes are changed.
+        #[test]
+        fn plain_matches_parser(
+            v6 in any::<bool>(),
+            opts in (0usize..11).prop_map(|n| n * 4),
+            payload in 0usize..300,
+            seed in any::<u8>(),
+            flips in proptest::collection::vec((0usize..120, any::<u8>()), 0..4),
+            cut in 0usize..8,
+        ) {
+            let mut f = segment(v6, opts, payload, seed);
+            for (at, x) in flips {
+                if let Some(b) = f.get_mut(at) {
+                    *b ^= x;
+                }
+            }
+            f.truncate(f.len().saturating_sub(cut));
+            let e = engine();
+            let general = sluice_wire::parse_with(&f, &e.cfg.parse)
+                .ok()
+                .and_then(|l| e.classify(&f, &l).map(|i| (eligible(&f, &l, &i), i)));
+            if let Some(p) = plain_tcp(&f, None) {
+                let (ok, info) = general.expect("the parser accepts a plain frame");
+                prop_assert!(ok, "a plain frame is eligible");
+                prop_assert_eq!(p, info);
+                // The precomputed mask is the one `fast_view` computes.
+                let (mut r, mut m) = ([0; CMP_WORDS * 8], [0; CMP_WORDS]);
+                let words = fast_view(&f, &p, &mut r, &mut m);
+                prop_assert!(words > 0);
+                let masks = PlainMasks::new();
+                prop_assert_eq!(masks.get(&p), Some(&m));
+            }
+        }
+
+        /// The fast payload sum of a segment with the first segment's headers equals the one
+        /// computed from its own headers.
+        #[test]
+        fn fast_payload_sum_agrees(
+            v6 in any::<bool>(),
+            opts in (0usize..11).prop_map(|n| n * 4),
+            payload in 1usize..300,
+            seed in any::<u8>(),
+            seq in any::<u32>(),
+            csum in any::<u16>(),
+            urg in any::<u16>(),
+            psh in any::<bool>(),
+        ) {
+            let first = segment(v6, opts, payload, seed);
+            let info = plain_tcp(&first, None).expect("plain");
+            let h = Held { fixed_sum: fixed_tcp_sum(&first, &info).expect("sum"), info, ..Held::default() };
+            let mut next = first.clone();
+            let l4 = info.l4;
+            next[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
+            next[l4 + 16..l4 + 18].copy_from_slice(&csum.to_be_bytes());
+            next[l4 + 18..l4 + 20].copy_from_slice(&urg.to_be_bytes());
+            if psh {
+                next[l4 + 13] |= TCP_PSH;
+            }
+            let end = next.len();
+            prop_assert_eq!(
+                fast_payload_sum(&h, &next, end),
+                segment_payload_sum(&next, &info, end)
+            );
+        }
+    }
+
+    proptest! {
+        /// The flow index finds exactly what was inserted and not removed, with colliding
+        /// hashes and home buckets.
+        #[test]
+        fn flow_index_matches_a_model(
+            max_flows in 1usize..20,
+            ops in proptest::collection::vec((any::<bool>(), 0u64..6, 0u32..40), 0..200),
+        ) {
+            let mut idx = FlowIndex::new(max_flows);
+            let mut model: Vec<(u64, u32)> = Vec::new();
+            for (insert, h, slot) in ops {
+                // Few distinct hashes, with equal high halves for some: collisions and clusters.
+                let hash = (h % 3) << 32 | h;
+                if insert {
+                    if model.len() < max_flows && !model.iter().any(|&(_, s)| s == slot) {
+                        idx.insert(hash, slot);
+                        model.push((hash, slot));
+                    }
+                } else if let Some(k) = model.iter().position(|&(_, s)| s == slot) {
+                    let (mh, ms) = model.remove(k);
+                    idx.remove(mh, ms);
+                }
+                for h in 0..6u64 {
+                    let hash = (h % 3) << 32 | h;
+                    let mut want: Vec<u32> =
+                        model.iter().filter(|e| e.0 == hash).map(|e| e.1).collect();
+                    let mut got = Vec::new();
+                    let mut p = idx.probe(hash);
+                    while let Some(s) = idx.next(&mut p, hash) {
+                        got.push(s as u32);
+                    }
+                    want.sort_unstable();
+                    got.sort_unstable();
+                    prop_assert_eq!(want, got);
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn small_sum_is_sum(b in proptest::collection::vec(any::<u8>(), 0..90)) {
+            prop_assert_eq!(small_sum(&b), sum(&b));
+        }
+    }
+
+    /// Segment `k` (1000-byte payloads) of one IPv4 flow, DF, incrementing IDs.
+    fn stream_segment(k: u32) -> Vec<u8> {
+        let mut f = segment(false, 0, 1000, 7);
+        f[18..20].copy_from_slice(&(100 + k as u16).to_be_bytes());
+        f[38..42].copy_from_slice(&(5000 + 1000 * k).to_be_bytes());
+        f
+    }
+
+    fn good_meta(f: &[u8]) -> OffloadMeta {
+        let mut m = OffloadMeta::from_layout(&sluice_wire::parse(f).expect("parses"));
+        m.rx_checksum_unnecessary(false);
+        m
+    }
+
+    /// A segment joined on the general path (its IPv4 reserved flag bit differs, which Linux
+    /// ignores) moves the fast lane's prediction on: a duplicate of it must not join after.
+    #[test]
+    fn prediction_follows_general_path_joins() {
+        let mut e = engine();
+        for k in 0..3 {
+            let f = stream_segment(k);
+            e.receive(&f, good_meta(&f), 0);
+        }
+        let mut odd = stream_segment(3);
+        odd[20] |= 0x80;
+        e.receive(&odd, good_meta(&odd), 0);
+        let dup = stream_segment(3);
+        e.receive(&dup, good_meta(&dup), 0);
+        let next = stream_segment(4);
+        e.receive(&next, good_meta(&next), 0);
+        e.end_batch(0);
+        let mut segments = Vec::new();
+        while let Some(p) = e.pop_output() {
+            segments.push(p.segments);
+        }
+        // 0..=3 merged; the duplicate cannot join them (its sequence number is behind) and
+        // starts a packet, which 4 then joins (in sequence after it, next ID).
+        assert_eq!(segments, vec![4, 2]);
+        assert_eq!(e.stats().merged_segments, 4);
+    }
+
+    #[test]
+    fn prediction_bits_are_the_predicted_fields() {
+        for v6 in [false, true] {
+            let mut want = [0u64; CMP_WORDS];
+            let (ip, l4) = if v6 {
+                (ETH_HLEN + 4..ETH_HLEN + 6, 54)
+            } else {
+                (ETH_HLEN + 2..ETH_HLEN + 6, 34)
+            };
+            for a in ip.chain(l4 + 4..l4 + 8) {
+                want[a / 8] |= 0xff << ((a % 8) * 8);
+            }
+            assert_eq!(prediction_bits(v6), want);
+        }
+    }
+
+    #[test]
+    fn plain_accepts_the_benchmark_shapes() {
+        for v6 in [false, true] {
+            for opts in [0, 12] {
+                let f = segment(v6, opts, 100, 3);
+                let info = plain_tcp(&f, None).expect("plain");
+                let l = sluice_wire::parse(&f).expect("parses");
+                assert_eq!(Some(info), engine().classify(&f, &l));
+            }
+        }
+    }
 }

@@ -2,22 +2,38 @@
 //!
 //! Subtables are kept sorted by their highest rule priority (then by mask id), so a lookup stops
 //! as soon as the best match found has a priority above the next subtable's maximum. Inside a
-//! subtable, one hash-table entry per masked key holds every rule with that match, highest
-//! priority first (priorities there are distinct: equal match and priority is a duplicate).
+//! subtable, one entry per masked key holds the best rule with that match; the rare other rules
+//! with the same match (other priorities) sit in a side list.
 //!
-//! Each subtable reads only the key words its mask uses (packed, hashed with one multiply-fold per
-//! word). Lookups are staged: the words other than the L4 one are hashed first and checked
-//! against the subtable's set of such hashes (a linear scan while it has at most four), so a
-//! subtable none of whose rules shares the packet's addresses and protocol costs no table probe.
-//! [`Classifier::lookup_batch`] probes each subtable for a burst of keys in two passes (hash and
-//! find the candidate bucket for every key, then read the candidates), so the cache misses of
-//! different keys overlap.
+//! Each subtable reads only the key words its mask uses (gathered into a fixed-width array of 4,
+//! 6 or 13 words, zero-padded, hashed with one multiply-fold per word). Its table is our own open
+//! addressing: a power-of-two array of 8-byte buckets (the upper 32 bits of the key's hash, and
+//! the entry's index), probed linearly from the bucket the hash's top bits select, at most half
+//! full, in front of an array of entries (the packed key, a rank, the action id). A probe reads
+//! buckets until an empty one or one whose hash bits match; only then is an entry read and its
+//! key compared. Inserting a rule writes one bucket and appends (or reuses) one entry; growing or
+//! deleting moves buckets without reading keys (a bucket's home is its stored hash bits). Entry
+//! indices are stable while the entry lives, so the writer's records name entries instead of
+//! copying keys, and both copies, applying the same operations in the same order, have the same
+//! layout: the replay of an insert writes the bucket and entry the first copy chose, unprobed.
 //!
-//! Ties between equal-priority rules of different subtables go to the lowest handle, so the
-//! winner depends only on the table's contents, never on hash or insertion order.
+//! A rule's priority and handle are one `u64` *rank* (`priority << 32 | !handle`): the best rule
+//! is the one with the highest rank (higher priority, then lower handle), so choosing a winner is
+//! one comparison.
 //!
-//! A copy is changed only through operations (`Op`), so the writer can replay the same log on the other
-//! copy (see [`crate::publish`]).
+//! A lookup first evaluates one small filter per subtable, branch-free, from a dense array:
+//! when all of a subtable's entries share their non-L4 words (the common "one prefix, many ports"
+//! shape), the filter compares the packet's words with them exactly; otherwise it passes and the
+//! subtable's staged check (Open vSwitch's idea, two stages) hashes the non-L4 words and looks
+//! them up in the subtable's set of such hashes. Only subtables that pass are hashed and probed:
+//! first every candidate's hash and home-bucket read (independent loads whose cache misses
+//! overlap), then the probes. [`Classifier::lookup_batch`] works subtable by subtable (hash every
+//! key of a burst, then probe each), so the probes of different keys overlap.
+//!
+//! A copy is changed only through operations (`Op`), so the writer can replay the same log on the
+//! other copy (see [`crate::publish`]).
+
+use std::collections::BTreeMap;
 
 use hashbrown::{HashMap, HashTable};
 
@@ -25,8 +41,8 @@ use crate::action::Actions;
 use crate::key::{same_words, FlowKey, Mask, KEY_WORDS};
 use crate::publish::Absorb;
 
-/// A rule as a subtable stores it.
-#[derive(Debug, Clone)]
+/// A rule as a subtable's side list stores it.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Slot {
     pub(crate) prio: u32,
     pub(crate) handle: u32,
@@ -34,32 +50,445 @@ pub(crate) struct Slot {
     pub(crate) action: u32,
 }
 
-/// Entries keep only the mask's used words (masked, zero-padded to `N`), so most subtables
-/// store 32- or 48-byte keys.
-#[derive(Debug, Clone)]
-struct Entry<const N: usize> {
-    key: [u64; N],
-    /// The highest-priority rule with this match.
-    top: Slot,
-    /// The others, highest priority first (usually none: no allocation).
-    #[allow(clippy::box_collection)] // 8 bytes in every entry instead of 24 for a rare list
-    more: Option<Box<Vec<Slot>>>,
+impl Slot {
+    #[inline]
+    fn rank(&self) -> u64 {
+        rank(self.prio, self.handle)
+    }
 }
 
-/// Bytes of one entry of a mask that uses up to six key words (the quota's estimate; masks of up
-/// to four words cost less, wider ones more).
-pub(crate) const ENTRY_BYTES: usize = core::mem::size_of::<Entry<NARROW>>();
+/// `priority << 32 | !handle`: higher is better (higher priority, then lower handle). Handles
+/// stay below `u32::MAX`, so a rank is never 0 and 0 means "no rule".
+#[inline(always)]
+pub(crate) fn rank(prio: u32, handle: u32) -> u64 {
+    (u64::from(prio) << 32) | u64::from(!handle)
+}
 
-/// Masks that use at most this many key words get the smallest entry.
+#[inline(always)]
+fn rank_prio(r: u64) -> u32 {
+    (r >> 32) as u32
+}
+
+#[inline(always)]
+fn rank_handle(r: u64) -> u32 {
+    !(r as u32)
+}
+
+/// One distinct masked key of a subtable, with its best rule.
+#[derive(Debug, Clone, Copy)]
+struct Entry<const N: usize> {
+    /// The mask's used words of the key, zero-padded to `N`.
+    key: [u64; N],
+    /// The best rule's rank.
+    rank: u64,
+    /// The best rule's action-list id.
+    action: u32,
+}
+
+/// Masks that use at most this many key words get the smallest entry (48 bytes).
 const SMALL: usize = 4;
-/// Masks that use at most this many key words get the middle-sized entry.
+/// Masks that use at most this many key words get the middle-sized entry (64 bytes).
 const NARROW: usize = 6;
+
+/// Heap bytes one rule costs in one classifier copy, for the memory quota: a 64-byte entry (masks
+/// of up to six words; smaller masks cost 48) and three 8-byte buckets (the tables stay between
+/// a quarter and a half full).
+pub(crate) const RULE_BYTES_PER_COPY: usize = core::mem::size_of::<Entry<NARROW>>() + 3 * 8;
+
+/// The bucket position of an insert that joined an existing entry (no bucket written).
+pub(crate) const JOINED: u32 = u32::MAX;
+
+/// Buckets of a new subtable.
+const MIN_BUCKETS: usize = 8;
+
+/// A subtable's hash table (see the module documentation).
+#[derive(Debug, Clone)]
+struct Tab<const N: usize> {
+    /// 0: empty; else `(hash >> 32) << 32 | (entry index + 1)`.
+    buckets: Vec<u64>,
+    /// `64 - log2(buckets.len())`: a hash's home bucket is `hash >> shift`.
+    shift: u32,
+    /// Entries by index; an index stays valid while its entry lives (freed places, rank 0, are
+    /// reused last-freed first), so the writer's records can name entries, and both classifier
+    /// copies, applying the same operations in the same order, agree on every index.
+    entries: Vec<Entry<N>>,
+    /// Freed entry indices.
+    free: Vec<u32>,
+    /// Entry index → the other rules with that key, best first (usually empty).
+    more: HashMap<u32, Vec<Slot>>,
+}
+
+impl<const N: usize> Tab<N> {
+    fn new() -> Self {
+        Tab {
+            buckets: vec![0; MIN_BUCKETS],
+            shift: 64 - MIN_BUCKETS.trailing_zeros(),
+            entries: Vec::new(),
+            free: Vec::new(),
+            more: HashMap::new(),
+        }
+    }
+
+    /// Live entries.
+    #[inline]
+    fn live(&self) -> usize {
+        self.entries.len() - self.free.len()
+    }
+
+    #[inline(always)]
+    fn home(&self, h: u64) -> usize {
+        (h >> self.shift) as usize
+    }
+
+    #[inline(always)]
+    fn mask(&self) -> usize {
+        self.buckets.len().wrapping_sub(1)
+    }
+
+    /// The entry with key `g` (hash `h`).
+    #[inline(always)]
+    fn lookup(&self, g: &[u64; N], h: u64) -> Option<&Entry<N>> {
+        let mask = self.mask();
+        let tag = h >> 32;
+        let mut pos = self.home(h);
+        loop {
+            let b = *self.buckets.get(pos)?;
+            if b == 0 {
+                return None;
+            }
+            if b >> 32 == tag {
+                if let Some(e) = self.entries.get((b as u32).wrapping_sub(1) as usize) {
+                    if same_words(&e.key, g) {
+                        return Some(e);
+                    }
+                }
+            }
+            pos = (pos + 1) & mask;
+        }
+    }
+
+    /// The bucket position and entry index of key `g` (hash `h`).
+    fn locate(&self, g: &[u64; N], h: u64) -> Option<(usize, usize)> {
+        let mask = self.mask();
+        let tag = h >> 32;
+        let mut pos = self.home(h);
+        loop {
+            let b = *self.buckets.get(pos)?;
+            if b == 0 {
+                return None;
+            }
+            if b >> 32 == tag {
+                let i = (b as u32).wrapping_sub(1) as usize;
+                if self.entries.get(i).is_some_and(|e| same_words(&e.key, g)) {
+                    return Some((pos, i));
+                }
+            }
+            pos = (pos + 1) & mask;
+        }
+    }
+
+    /// Whether `total` entries fit (at most half the buckets in use).
+    #[inline(always)]
+    fn fits(&self, total: usize) -> bool {
+        total.saturating_mul(2) <= self.buckets.len()
+    }
+
+    /// Makes room for `total` entries (buckets at most half full) without rehashing on the way.
+    fn grow_for(&mut self, total: usize) {
+        let want = total
+            .saturating_mul(2)
+            .max(MIN_BUCKETS)
+            .checked_next_power_of_two()
+            .unwrap_or(usize::MAX);
+        if want > self.buckets.len() {
+            self.rehash(want);
+        }
+    }
+
+    /// Moves every bucket into a new array of `cap` (a power of two). A bucket's home is its own
+    /// stored hash bits, so no key is read.
+    fn rehash(&mut self, cap: usize) {
+        let old = core::mem::replace(&mut self.buckets, vec![0; cap]);
+        self.shift = 64 - cap.trailing_zeros();
+        let mask = cap - 1;
+        for b in old.into_iter().filter(|b| *b != 0) {
+            // The stored upper 32 bits of the hash hold the home (at most 2^32 buckets).
+            let mut pos = (b >> self.shift) as usize;
+            while self.buckets.get(pos).is_some_and(|x| *x != 0) {
+                pos = (pos + 1) & mask;
+            }
+            if let Some(x) = self.buckets.get_mut(pos) {
+                *x = b;
+            }
+        }
+    }
+
+    /// Inserts `slot` under key `g`: `Ok((index, bucket))` with the entry's index and, when a
+    /// new entry was created, its bucket position (else [`JOINED`]); `Err(handle)` for a
+    /// duplicate (same key and priority).
+    #[inline]
+    fn insert(&mut self, g: &[u64; N], h: u64, slot: Slot) -> Result<(u32, u32), u32> {
+        if !self.fits(self.live() + 1) {
+            self.grow_for(self.live() + 1);
+        }
+        let mask = self.mask();
+        let tag = h >> 32;
+        let mut pos = self.home(h);
+        loop {
+            let Some(&b) = self.buckets.get(pos) else {
+                return Err(u32::MAX);
+            };
+            if b == 0 {
+                break;
+            }
+            if b >> 32 == tag {
+                let i = (b as u32).wrapping_sub(1) as usize;
+                if self.entries.get(i).is_some_and(|e| same_words(&e.key, g)) {
+                    return self.add_to(i, slot).map(|()| (i as u32, JOINED));
+                }
+            }
+            pos = (pos + 1) & mask;
+        }
+        let e = Entry {
+            key: *g,
+            rank: slot.rank(),
+            action: slot.action,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                if let Some(x) = self.entries.get_mut(i as usize) {
+                    *x = e;
+                }
+                i as usize
+            }
+            None => {
+                self.entries.push(e);
+                self.entries.len() - 1
+            }
+        };
+        if let Some(x) = self.buckets.get_mut(pos) {
+            *x = (tag << 32) | (idx as u64 + 1);
+        }
+        Ok((idx as u32, pos as u32))
+    }
+
+    /// Replays a fresh insert that the other copy made at entry `idx` and bucket `pos`: this
+    /// copy has the same layout (both apply the same operations in the same order), so the
+    /// entry is written there without probing. Returns false, changing nothing, if the layout
+    /// does not agree (the caller then inserts normally).
+    #[inline]
+    fn place(&mut self, g: &[u64; N], h: u64, slot: Slot, idx: u32, pos: u32) -> bool {
+        if !self.fits(self.live() + 1) {
+            self.grow_for(self.live() + 1);
+        }
+        let next = self
+            .free
+            .last()
+            .copied()
+            .unwrap_or(self.entries.len() as u32);
+        if next != idx || self.buckets.get(pos as usize) != Some(&0) {
+            return false;
+        }
+        // Same layout: no empty bucket between the key's home and `pos` (checked in tests).
+        #[cfg(debug_assertions)]
+        {
+            let mask = self.mask();
+            let mut p = self.home(h);
+            while p != pos as usize {
+                debug_assert!(
+                    self.buckets.get(p).is_some_and(|b| *b != 0),
+                    "replayed bucket position unreachable from the key's home"
+                );
+                p = (p + 1) & mask;
+            }
+        }
+        let e = Entry {
+            key: *g,
+            rank: slot.rank(),
+            action: slot.action,
+        };
+        match self.free.pop() {
+            Some(i) => {
+                if let Some(x) = self.entries.get_mut(i as usize) {
+                    *x = e;
+                }
+            }
+            None => self.entries.push(e),
+        }
+        if let Some(x) = self.buckets.get_mut(pos as usize) {
+            *x = ((h >> 32) << 32) | (u64::from(idx) + 1);
+        }
+        true
+    }
+
+    /// [`Tab::insert`] for a key array of width `K` (the caller's generic width, which is
+    /// always this table's `N`; any other width is refused).
+    #[inline(always)]
+    fn insert_any<const K: usize>(
+        &mut self,
+        g: &[u64; K],
+        h: u64,
+        slot: Slot,
+    ) -> Result<(u32, u32), u32> {
+        if K != N {
+            return Err(u32::MAX);
+        }
+        let mut w = [0u64; N];
+        for (o, x) in w.iter_mut().zip(g) {
+            *o = *x;
+        }
+        self.insert(&w, h, slot)
+    }
+
+    /// The key of entry `i`.
+    fn key_of(&self, i: u32) -> Option<&[u64; N]> {
+        self.entries.get(i as usize).map(|e| &e.key)
+    }
+
+    /// Adds a rule to existing entry `i`.
+    fn add_to(&mut self, i: usize, slot: Slot) -> Result<(), u32> {
+        let Some(e) = self.entries.get_mut(i) else {
+            return Ok(());
+        };
+        if rank_prio(e.rank) == slot.prio {
+            return Err(rank_handle(e.rank));
+        }
+        let key = i as u32;
+        if let Some(d) = self
+            .more
+            .get(&key)
+            .and_then(|m| m.iter().find(|s| s.prio == slot.prio))
+        {
+            return Err(d.handle);
+        }
+        let more = self.more.entry(key).or_default();
+        if slot.rank() > e.rank {
+            let old = Slot {
+                prio: rank_prio(e.rank),
+                handle: rank_handle(e.rank),
+                action: e.action,
+            };
+            more.insert(0, old);
+            e.rank = slot.rank();
+            e.action = slot.action;
+        } else {
+            let r = slot.rank();
+            let pos = more.iter().position(|s| r > s.rank()).unwrap_or(more.len());
+            more.insert(pos, slot);
+        }
+        Ok(())
+    }
+
+    /// Removes a rule: `(removed, entry_gone)`.
+    fn remove(&mut self, g: &[u64; N], h: u64, prio: u32, handle: u32) -> (bool, bool) {
+        let Some((pos, i)) = self.locate(g, h) else {
+            return (false, false);
+        };
+        let key = i as u32;
+        let r = rank(prio, handle);
+        let Some(e) = self.entries.get_mut(i) else {
+            return (false, false);
+        };
+        if e.rank == r {
+            if let Some(m) = self.more.get_mut(&key) {
+                if !m.is_empty() {
+                    let next = m.remove(0);
+                    if m.is_empty() {
+                        self.more.remove(&key);
+                    }
+                    e.rank = next.rank();
+                    e.action = next.action;
+                    return (true, false);
+                }
+            }
+            e.rank = 0;
+            self.more.remove(&key);
+            self.delete_bucket(pos);
+            self.free.push(key);
+            return (true, true);
+        }
+        if let Some(m) = self.more.get_mut(&key) {
+            if let Some(p) = m.iter().position(|s| s.prio == prio && s.handle == handle) {
+                m.remove(p);
+                if m.is_empty() {
+                    self.more.remove(&key);
+                }
+                return (true, false);
+            }
+        }
+        (false, false)
+    }
+
+    /// Empties bucket `hole` and shifts the following buckets of its cluster back (linear-probing
+    /// deletion without tombstones).
+    fn delete_bucket(&mut self, mut hole: usize) {
+        let mask = self.mask();
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let Some(&b) = self.buckets.get(j) else { break };
+            if b == 0 {
+                break;
+            }
+            let home = (b >> self.shift) as usize;
+            // `b` may fill the hole when the hole lies between its home and `j` (cyclically).
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+                if let Some(x) = self.buckets.get_mut(hole) {
+                    *x = b;
+                }
+                hole = j;
+            }
+        }
+        if let Some(x) = self.buckets.get_mut(hole) {
+            *x = 0;
+        }
+    }
+
+    fn set_action(&mut self, g: &[u64; N], h: u64, prio: u32, handle: u32, action: u32) {
+        let Some((_, i)) = self.locate(g, h) else {
+            return;
+        };
+        if let Some(e) = self.entries.get_mut(i) {
+            if e.rank == rank(prio, handle) {
+                e.action = action;
+                return;
+            }
+        }
+        if let Some(s) = self
+            .more
+            .get_mut(&(i as u32))
+            .and_then(|m| m.iter_mut().find(|s| s.prio == prio && s.handle == handle))
+        {
+            s.action = action;
+        }
+    }
+
+    /// The handle of the rule with key `g` and priority `prio`.
+    fn find_prio(&self, g: &[u64; N], h: u64, prio: u32) -> Option<u32> {
+        let (_, i) = self.locate(g, h)?;
+        let e = self.entries.get(i)?;
+        if rank_prio(e.rank) == prio {
+            return Some(rank_handle(e.rank));
+        }
+        self.more
+            .get(&(i as u32))?
+            .iter()
+            .find(|s| s.prio == prio)
+            .map(|s| s.handle)
+    }
+
+    fn bytes(&self) -> usize {
+        self.buckets.capacity() * 8
+            + self.entries.capacity() * core::mem::size_of::<Entry<N>>()
+            + self.free.capacity() * 4
+    }
+}
 
 #[derive(Debug, Clone)]
 enum Tbl {
-    Small(HashTable<Entry<SMALL>>),
-    Narrow(HashTable<Entry<NARROW>>),
-    Wide(HashTable<Entry<KEY_WORDS>>),
+    Small(Tab<SMALL>),
+    Narrow(Tab<NARROW>),
+    Wide(Tab<KEY_WORDS>),
 }
 
 /// Runs `$body` with `$t` bound to the subtable's hash table and `$n` to its key width (a
@@ -88,6 +517,9 @@ macro_rules! with_tbl {
 
 /// The key word that holds the L4 ports (and tunnel id): hashed last, after the stage check.
 const L4_WORD: usize = 4;
+
+/// Inserts whose bucket reads are started together (see [`Classifier::touch`]).
+pub(crate) const GROUP: usize = 16;
 
 /// Keys a burst lookup handles per pass.
 const BURST: usize = 32;
@@ -143,6 +575,16 @@ impl Sel {
         }
     }
 
+    /// [`Sel::pack`] from a [`padded`] key: no bounds checks.
+    #[inline(always)]
+    fn pack16<const N: usize>(&self, kw: &[u64; 16]) -> [u64; N] {
+        let mut g = [0u64; N];
+        for ((o, &i), &m) in g.iter_mut().zip(&self.idx).zip(&self.mw) {
+            *o = kw[usize::from(i & 15)] & m;
+        }
+        g
+    }
+
     /// The used words of `key & mask`, packed (zero-padded to `N`).
     #[inline(always)]
     fn pack<const N: usize>(&self, key: &FlowKey) -> [u64; N] {
@@ -154,10 +596,20 @@ impl Sel {
         g
     }
 
-    /// [`Sel::pack`], with the hash of the stage-one words and the hash of all `N` words.
+    /// A key back from its packed words.
+    fn unpack(&self, g: &[u64]) -> FlowKey {
+        let mut out = [0u64; KEY_WORDS];
+        for (&i, &x) in self.idx.iter().zip(g).take(usize::from(self.n)) {
+            if let Some(o) = out.get_mut(usize::from(i)) {
+                *o = x;
+            }
+        }
+        FlowKey::from_words(out)
+    }
+
+    /// The hash of the stage-one words and the hash of all `N` words of a packed key.
     #[inline(always)]
-    fn gather<const N: usize>(&self, key: &FlowKey) -> ([u64; N], u64, u64) {
-        let g = self.pack::<N>(key);
+    fn hashes<const N: usize>(&self, g: &[u64; N]) -> (u64, u64) {
         let (one, two) = g.split_at(usize::from(self.s).min(N));
         let mut h = K0;
         for w in one {
@@ -167,7 +619,107 @@ impl Sel {
         for w in two {
             h = fold_mul(h ^ w, K1);
         }
-        (g, hs, avalanche(h))
+        (hs, avalanche(h))
+    }
+}
+
+/// A key's words padded to 16 (so word indices masked with 15 need no bounds check).
+#[inline(always)]
+fn padded(key: &FlowKey) -> [u64; 16] {
+    let mut kw = [0u64; 16];
+    for (o, x) in kw.iter_mut().zip(key.words()) {
+        *o = *x;
+    }
+    kw
+}
+
+/// [`Tab::place`] of entry `i` of `from` into `t` (tables of one width); the stage hash and the
+/// packed words (padded to [`KEY_WORDS`]) when placed.
+#[inline(always)]
+fn place_one<const N: usize>(
+    sel: &Sel,
+    from: &Tab<N>,
+    t: &mut Tab<N>,
+    i: u32,
+    pos: u32,
+    slot: Slot,
+) -> Option<(u64, [u64; KEY_WORDS])> {
+    let g = *from.key_of(i)?;
+    let (hs, h) = sel.hashes(&g);
+    if !t.place(&g, h, slot, i, pos) {
+        return None;
+    }
+    let mut w = [0u64; KEY_WORDS];
+    for (o, x) in w.iter_mut().zip(&g) {
+        *o = *x;
+    }
+    Some((hs, w))
+}
+
+/// Highest priority held, kept exactly under inserts and removals: counts per priority (an array
+/// for priorities below [`LOW_PRIOS`], a tree above).
+#[derive(Debug, Clone, Default)]
+struct Prios {
+    low: Vec<u32>,
+    high: BTreeMap<u32, u32>,
+    max: u32,
+    count: usize,
+}
+
+const LOW_PRIOS: u32 = 4096;
+
+impl Prios {
+    #[inline]
+    fn add(&mut self, p: u32) {
+        if p < LOW_PRIOS {
+            let i = p as usize;
+            if self.low.len() <= i {
+                self.low.resize(i + 1, 0);
+            }
+            if let Some(c) = self.low.get_mut(i) {
+                *c += 1;
+            }
+        } else {
+            *self.high.entry(p).or_insert(0) += 1;
+        }
+        self.max = if self.count == 0 { p } else { self.max.max(p) };
+        self.count += 1;
+    }
+
+    fn remove(&mut self, p: u32) {
+        let gone = if p < LOW_PRIOS {
+            match self.low.get_mut(p as usize) {
+                Some(c) if *c > 0 => {
+                    *c -= 1;
+                    *c == 0
+                }
+                _ => return,
+            }
+        } else {
+            match self.high.get_mut(&p) {
+                Some(c) => {
+                    *c -= 1;
+                    if *c == 0 {
+                        self.high.remove(&p);
+                        true
+                    } else {
+                        false
+                    }
+                }
+                None => return,
+            }
+        };
+        self.count -= 1;
+        if gone && p == self.max {
+            self.max = match self.high.keys().next_back() {
+                Some(m) => *m,
+                None => self
+                    .low
+                    .iter()
+                    .rposition(|c| *c > 0)
+                    .map_or(0, |i| i as u32),
+            };
+        }
     }
 }
 
@@ -175,14 +727,19 @@ impl Sel {
 #[derive(Debug, Clone)]
 pub(crate) struct Subtable {
     sel: Sel,
-    max_prio: u32,
-    /// Rules per priority (to recompute `max_prio` after a removal).
-    prios: HashMap<u32, u32>,
-    rules: usize,
+    prios: Prios,
     /// Stage filter: hash of the stage-one words → entries with those words.
     stage: HashTable<(u64, u32)>,
     /// The stage filter's hashes while it has at most [`FEW`] (padded with repeats).
     few: [u64; FEW],
+    /// Whether every entry has the same stage-one words, `one` (the common case of a subtable
+    /// whose rules differ only in the L4 word): the stage check is then an exact comparison, with
+    /// no hashing. Set when the filter goes from empty to one value; cleared when it changes.
+    single: bool,
+    /// The stage-one words of every entry while `single` (packed; zero past the stage).
+    one: [u64; KEY_WORDS],
+    /// All ones for the packed positions of stage one, zero after.
+    one_sel: [u64; KEY_WORDS],
     tbl: Tbl,
 }
 
@@ -195,8 +752,8 @@ fn fold_mul(a: u64, b: u64) -> u64 {
     (p as u64) ^ ((p >> 64) as u64)
 }
 
-/// Final avalanche: hashbrown takes bucket bits from the bottom and tag bits from the top, and
-/// the exact-match cache indexes with the bottom bits.
+/// Final avalanche: the tables take their bucket from the top bits, the exact-match cache
+/// indexes with the bottom bits.
 #[inline(always)]
 fn avalanche(mut h: u64) -> u64 {
     h ^= h >> 32;
@@ -213,148 +770,44 @@ fn hash_words(w: &[u64]) -> u64 {
     avalanche(h)
 }
 
-/// The hash [`Sel::gather`] gives for a packed key (what a table rehashes with).
-#[inline]
-fn hash_fixed<const N: usize>(w: &[u64; N]) -> u64 {
-    hash_words(w)
-}
-
-/// Whether `a` beats `b` (see [`better`]).
-#[inline]
-fn beats(a: &Slot, b: &Slot) -> bool {
-    better(a.prio, a.handle, b.prio, b.handle)
-}
-
-#[inline(always)]
-fn probe<'a, const N: usize>(
-    t: &'a HashTable<Entry<N>>,
-    g: &[u64; N],
-    h: u64,
-) -> Option<&'a Entry<N>> {
-    t.find(h, |e| same_words(&e.key, g))
-}
-
-/// Inserts `slot` under key `g`: `Ok(true)` when a new entry was created, `Err(handle)` for a
-/// duplicate (same key and priority).
-fn insert_entry<const N: usize>(
-    t: &mut HashTable<Entry<N>>,
-    g: [u64; N],
-    h: u64,
-    slot: Slot,
-) -> Result<bool, u32> {
-    match t.entry(h, |e| same_words(&e.key, &g), |e| hash_fixed(&e.key)) {
-        hashbrown::hash_table::Entry::Occupied(mut o) => {
-            let e = o.get_mut();
-            let all = core::iter::once(&e.top).chain(e.more.iter().flat_map(|m| m.iter()));
-            if let Some(d) = all.into_iter().find(|s| s.prio == slot.prio) {
-                return Err(d.handle);
-            }
-            let more = e.more.get_or_insert_with(Default::default);
-            if beats(&slot, &e.top) {
-                let old = core::mem::replace(&mut e.top, slot);
-                more.insert(0, old);
-            } else {
-                let pos = more
-                    .iter()
-                    .position(|s| beats(&slot, s))
-                    .unwrap_or(more.len());
-                more.insert(pos, slot);
-            }
-            Ok(false)
-        }
-        hashbrown::hash_table::Entry::Vacant(v) => {
-            v.insert(Entry {
-                key: g,
-                top: slot,
-                more: None,
-            });
-            Ok(true)
-        }
-    }
-}
-
-/// Removes a rule: `(removed, entry_gone)`.
-fn remove_entry<const N: usize>(
-    t: &mut HashTable<Entry<N>>,
-    g: &[u64; N],
-    h: u64,
-    prio: u32,
-    handle: u32,
-) -> (bool, bool) {
-    let Ok(mut occ) = t.find_entry(h, |e| same_words(&e.key, g)) else {
-        return (false, false);
-    };
-    let e = occ.get_mut();
-    if e.top.prio == prio && e.top.handle == handle {
-        match e.more.as_mut().filter(|m| !m.is_empty()) {
-            Some(m) => {
-                e.top = m.remove(0);
-                if m.is_empty() {
-                    e.more = None;
-                }
-            }
-            None => {
-                occ.remove();
-                return (true, true);
-            }
-        }
-        return (true, false);
-    }
-    if let Some(m) = e.more.as_mut() {
-        if let Some(pos) = m.iter().position(|s| s.prio == prio && s.handle == handle) {
-            m.remove(pos);
-            if m.is_empty() {
-                e.more = None;
-            }
-            return (true, false);
-        }
-    }
-    (false, false)
-}
-
-fn slot_mut<'a, const N: usize>(
-    t: &'a mut HashTable<Entry<N>>,
-    g: &[u64; N],
-    h: u64,
-    prio: u32,
-    handle: u32,
-) -> Option<&'a mut Slot> {
-    let e = t.find_mut(h, |e| same_words(&e.key, g))?;
-    core::iter::once(&mut e.top)
-        .chain(e.more.iter_mut().flat_map(|m| m.iter_mut()))
-        .find(|s| s.prio == prio && s.handle == handle)
-}
-
-fn find_prio<const N: usize>(e: &Entry<N>, prio: u32) -> Option<&Slot> {
-    core::iter::once(&e.top)
-        .chain(e.more.iter().flat_map(|m| m.iter()))
-        .find(|s| s.prio == prio)
-}
-
 impl Subtable {
     fn new(mask: Mask) -> Self {
         let sel = Sel::new(&mask);
         let n = usize::from(sel.n);
         let tbl = if n <= SMALL {
-            Tbl::Small(HashTable::new())
+            Tbl::Small(Tab::new())
         } else if n <= NARROW {
-            Tbl::Narrow(HashTable::new())
+            Tbl::Narrow(Tab::new())
         } else {
-            Tbl::Wide(HashTable::new())
+            Tbl::Wide(Tab::new())
         };
+        let mut one_sel = [0u64; KEY_WORDS];
+        for x in one_sel.iter_mut().take(usize::from(sel.s)) {
+            *x = u64::MAX;
+        }
         Subtable {
             sel,
-            max_prio: 0,
-            prios: HashMap::new(),
-            rules: 0,
+            prios: Prios::default(),
             stage: HashTable::new(),
             few: [0; FEW],
+            single: false,
+            one: [0; KEY_WORDS],
+            one_sel,
             tbl,
         }
     }
 
+    #[inline(always)]
+    fn max_prio(&self) -> u32 {
+        self.prios.max
+    }
+
+    fn rules(&self) -> usize {
+        self.prios.count
+    }
+
     fn entries(&self) -> usize {
-        with_tbl!(&self.tbl, t, N => t.len())
+        with_tbl!(&self.tbl, t, N => t.live())
     }
 
     /// Whether some entry has the stage-one words whose hash is `hs` (a cheap reject of the
@@ -387,17 +840,66 @@ impl Subtable {
         }
     }
 
-    fn stage_add(&mut self, hs: u64) {
+    #[inline]
+    fn stage_add(&mut self, hs: u64, g: &[u64]) {
         if self.sel.s == 0 {
             return;
+        }
+        // The common case, a value the small filter already holds, touches no hash table.
+        if self.stage.len() <= FEW && self.few.contains(&hs) {
+            if let Some(e) = self.stage.find_mut(hs, |e| e.0 == hs) {
+                e.1 += 1;
+                return;
+            }
         }
         match self.stage.entry(hs, |e| e.0 == hs, |e| e.0) {
             hashbrown::hash_table::Entry::Occupied(mut o) => o.get_mut().1 += 1,
             hashbrown::hash_table::Entry::Vacant(v) => {
                 v.insert((hs, 1));
                 self.refresh_few();
+                self.single = self.stage.len() == 1;
+                if self.single {
+                    self.one = [0; KEY_WORDS];
+                    for ((o, x), m) in self.one.iter_mut().zip(g).zip(&self.one_sel) {
+                        *o = *x & *m;
+                    }
+                }
             }
         }
+    }
+
+    /// Whether packed key `g` has the stage-one words every entry has (only while `single`).
+    #[inline(always)]
+    fn same_stage<const N: usize>(&self, g: &[u64; N]) -> bool {
+        let mut d = 0u64;
+        for ((x, o), m) in g.iter().zip(&self.one).zip(&self.one_sel) {
+            d |= (x ^ o) & m;
+        }
+        d == 0
+    }
+
+    /// The packed words of a key and its full hash, or `None` when the stage check rejects it.
+    #[inline(always)]
+    fn staged<const N: usize>(&self, kw: &[u64; 16]) -> Option<([u64; N], u64)> {
+        let g = self.sel.pack16::<N>(kw);
+        if self.single {
+            if !self.same_stage(&g) {
+                return None;
+            }
+            return Some((g, hash_words(&g)));
+        }
+        let (one, two) = g.split_at(usize::from(self.sel.s).min(N));
+        let mut h = K0;
+        for w in one {
+            h = fold_mul(h ^ w, K1);
+        }
+        if !self.stage_may_match(avalanche(h)) {
+            return None;
+        }
+        for w in two {
+            h = fold_mul(h ^ w, K1);
+        }
+        Some((g, avalanche(h)))
     }
 
     fn stage_remove(&mut self, hs: u64) {
@@ -409,113 +911,243 @@ impl Subtable {
             if o.get().1 == 0 {
                 o.remove();
                 self.refresh_few();
+                // The remaining value's words are unknown here: back to the hashed check.
+                self.single = false;
             }
         }
     }
 
+    /// This subtable's [`Filter`].
+    fn filter(&self, id: u32) -> Filter {
+        let mut f = Filter {
+            id,
+            max_prio: self.max_prio(),
+            ..Filter::default()
+        };
+        let s = usize::from(self.sel.s);
+        if self.single && s > 0 {
+            let skip = s.saturating_sub(FILTER_WORDS);
+            let words = self
+                .sel
+                .idx
+                .iter()
+                .zip(&self.sel.mw)
+                .zip(&self.one)
+                .take(s)
+                .skip(skip);
+            for (((i, m), v), ((fi, fm), fv)) in words.zip(
+                f.idx
+                    .iter_mut()
+                    .zip(f.mask.iter_mut())
+                    .zip(f.val.iter_mut()),
+            ) {
+                *fi = *i;
+                *fm = *m;
+                *fv = *v;
+            }
+            f.exact = s <= FILTER_WORDS;
+        }
+        f
+    }
+
+    /// The hash of padded key `kw`'s words in this subtable, or `None` when the stage check
+    /// rejects it (`exact`: the subtable's filter, already passed, was the whole stage check).
     #[inline(always)]
-    fn find(&self, key: &FlowKey) -> Option<&Slot> {
-        with_tbl!(&self.tbl, t, N => {
-            let g = self.sel.pack::<N>(key);
-            let (one, two) = g.split_at(usize::from(self.sel.s).min(N));
-            let mut h = K0;
-            for w in one {
-                h = fold_mul(h ^ w, K1);
+    fn hash_of(&self, kw: &[u64; 16], exact: bool) -> Option<u64> {
+        with_tbl!(&self.tbl, _t, N => {
+            if exact {
+                Some(hash_words(&self.sel.pack16::<N>(kw)))
+            } else {
+                self.staged::<N>(kw).map(|(_, h)| h)
             }
-            if !self.stage_may_match(avalanche(h)) {
-                return None;
-            }
-            for w in two {
-                h = fold_mul(h ^ w, K1);
-            }
-            probe(t, &g, avalanche(h)).map(|e| &e.top)
         })
     }
 
-    /// Probes this subtable for a burst of keys, updating each key's best slot. Two passes: the
-    /// first hashes every key and finds its candidate bucket, the second reads the candidates,
-    /// so the (usually cache-missing) entry reads of different keys overlap.
+    /// The home bucket of hash `h` (read early so a later probe finds it in cache).
     #[inline(always)]
-    fn probe_burst<'a>(&'a self, keys: &[FlowKey], best: &mut [Option<&'a Slot>]) {
+    fn home_bucket(&self, h: u64) -> u64 {
+        with_tbl!(&self.tbl, t, N => t.buckets.get(t.home(h)).copied().unwrap_or(0))
+    }
+
+    /// The best rule with padded key `kw`'s words, whose hash here is `h`.
+    #[inline(always)]
+    fn find_hashed(&self, kw: &[u64; 16], h: u64) -> Option<(u64, u32)> {
         with_tbl!(&self.tbl, t, N => {
-            let mut gs = [[0u64; N]; BURST];
+            let g = self.sel.pack16::<N>(kw);
+            t.lookup(&g, h).map(|e| (e.rank, e.action))
+        })
+    }
+
+    /// Probes this subtable for a burst of (padded) keys, updating each key's best rank and
+    /// action. Two passes: the first hashes every key, the second probes (independent probes of
+    /// different keys, whose cache misses overlap).
+    /// Only the keys whose bit is set in `which` (they passed the subtable's filter; `exact`:
+    /// that was the whole stage check) are probed.
+    #[inline(always)]
+    fn probe_burst(
+        &self,
+        keys: &[[u64; 16]],
+        mut which: u32,
+        exact: bool,
+        best: &mut [(u64, u32)],
+    ) {
+        let max = u64::from(self.max_prio());
+        with_tbl!(&self.tbl, t, N => {
             let mut hs = [0u64; BURST];
-            let mut cand: [Option<&Entry<N>>; BURST] = [None; BURST];
-            let s = usize::from(self.sel.s).min(N);
-            for (((key, b), (g, hx)), c) in keys
-                .iter()
-                .zip(best.iter())
-                .zip(gs.iter_mut().zip(hs.iter_mut()))
-                .zip(cand.iter_mut())
-            {
-                if b.is_some_and(|b| b.prio > self.max_prio) {
-                    continue;
-                }
-                *g = self.sel.pack::<N>(key);
-                let (one, two) = g.split_at(s);
-                let mut h = K0;
-                for w in one {
-                    h = fold_mul(h ^ w, K1);
-                }
-                if !self.stage_may_match(avalanche(h)) {
-                    continue;
-                }
-                for w in two {
-                    h = fold_mul(h ^ w, K1);
-                }
-                let h = avalanche(h);
-                *hx = h;
-                *c = t.iter_hash(h).next();
-            }
-            for (((b, g), h), c) in best.iter_mut().zip(&gs).zip(&hs).zip(&cand) {
-                let Some(e) = c else { continue };
-                let hit = if same_words(&e.key, g) {
-                    Some(*e)
-                } else {
-                    probe(t, g, *h)
+            let mut ks = [0u8; BURST];
+            let mut c = 0usize;
+            while which != 0 {
+                let k = which.trailing_zeros() as usize;
+                which &= which - 1;
+                let (Some(kw), Some(b)) = (keys.get(k), best.get(k)) else {
+                    break;
                 };
-                if let Some(e) = hit {
-                    let s = &e.top;
-                    match b {
-                        Some(x) if !better(s.prio, s.handle, x.prio, x.handle) => {}
-                        _ => *b = Some(s),
+                if b.0 >> 32 > max {
+                    continue;
+                }
+                let found = if exact {
+                    let g = self.sel.pack16::<N>(kw);
+                    let h = hash_words(&g);
+                    Some((g, h))
+                } else {
+                    self.staged::<N>(kw)
+                };
+                let Some((_, h)) = found else { continue };
+                if let (Some(hx), Some(kx)) = (hs.get_mut(c), ks.get_mut(c)) {
+                    *hx = h;
+                    *kx = k as u8;
+                    c += 1;
+                }
+            }
+            for (h, k) in hs.iter().zip(&ks).take(c) {
+                let Some(kw) = keys.get(usize::from(*k)) else { continue };
+                // Re-gathering the words (from L1) is cheaper than keeping them.
+                let g = self.sel.pack16::<N>(kw);
+                if let Some(e) = t.lookup(&g, *h) {
+                    if let Some(b) = best.get_mut(usize::from(*k)) {
+                        if e.rank > b.0 {
+                            *b = (e.rank, e.action);
+                        }
                     }
                 }
             }
         })
     }
 
-    fn find_exact(&self, key: &FlowKey, prio: u32) -> Option<&Slot> {
+    /// Reads the home bucket `key` hashes to (so a following insert finds it in cache); returns
+    /// it, for the caller to fold into a value the optimiser cannot drop.
+    #[inline(always)]
+    fn touch(&self, key: &FlowKey) -> u64 {
         with_tbl!(&self.tbl, t, N => {
-            let (g, _, h) = self.sel.gather::<N>(key);
-            probe(t, &g, h).and_then(|e| find_prio(e, prio))
+            let g = self.sel.pack::<N>(key);
+            t.buckets.get(t.home(hash_words(&g))).copied().unwrap_or(0)
+        })
+    }
+
+    fn find_exact(&self, key: &FlowKey, prio: u32) -> Option<u32> {
+        with_tbl!(&self.tbl, t, N => {
+            let g = self.sel.pack::<N>(key);
+            let (_, h) = self.sel.hashes(&g);
+            t.find_prio(&g, h, prio)
         })
     }
 
     /// Inserts unless a rule with the same key and priority exists (its handle is the error).
-    fn insert(&mut self, key: &FlowKey, slot: Slot) -> Result<(), u32> {
-        let prio = slot.prio;
-        let (fresh, hs) = with_tbl!(&mut self.tbl, t, N => {
-            let (g, hs, h) = self.sel.gather::<N>(key);
-            (insert_entry(t, g, h, slot)?, hs)
-        });
-        if fresh {
-            self.stage_add(hs);
-        }
-        *self.prios.entry(prio).or_insert(0) += 1;
-        self.max_prio = if self.rules == 0 {
-            prio
-        } else {
-            self.max_prio.max(prio)
+    /// Returns the index of the rule's entry.
+    #[inline]
+    fn insert(&mut self, key: &FlowKey, slot: Slot) -> Result<(u32, u32), u32> {
+        with_tbl!(&self.tbl, _t, N => {
+            let g = self.sel.pack::<N>(key);
+            self.insert_words(&g, slot)
+        })
+    }
+
+    /// Inserts by packed key words (`N` must be this subtable's width).
+    #[inline(always)]
+    fn insert_words<const N: usize>(
+        &mut self,
+        g: &[u64; N],
+        slot: Slot,
+    ) -> Result<(u32, u32), u32> {
+        let (hs, h) = self.sel.hashes(g);
+        let (idx, pos) = match &mut self.tbl {
+            Tbl::Small(t) => t.insert_any(g, h, slot)?,
+            Tbl::Narrow(t) => t.insert_any(g, h, slot)?,
+            Tbl::Wide(t) => t.insert_any(g, h, slot)?,
         };
-        self.rules += 1;
-        Ok(())
+        if pos != JOINED {
+            self.stage_add(hs, g);
+        }
+        self.prios.add(slot.prio);
+        Ok((idx, pos))
+    }
+
+    /// Replays a fresh insert (see [`Tab::place`]) whose key is entry `i` of `from` (the same
+    /// subtable in the other copy); false if it could not be placed.
+    #[inline]
+    fn place_from(&mut self, from: &Subtable, i: u32, pos: u32, slot: Slot) -> bool {
+        let sel = &self.sel;
+        let placed = match (&from.tbl, &mut self.tbl) {
+            (Tbl::Small(f), Tbl::Small(t)) => place_one(sel, f, t, i, pos, slot),
+            (Tbl::Narrow(f), Tbl::Narrow(t)) => place_one(sel, f, t, i, pos, slot),
+            (Tbl::Wide(f), Tbl::Wide(t)) => place_one(sel, f, t, i, pos, slot),
+            _ => None,
+        };
+        let Some((hs, g)) = placed else {
+            return false;
+        };
+        self.stage_add(hs, &g);
+        self.prios.add(slot.prio);
+        true
+    }
+
+    /// Reads bucket `pos` (see [`Classifier::touch`]).
+    #[inline(always)]
+    fn touch_pos(&self, pos: u32) -> u64 {
+        with_tbl!(&self.tbl, t, N => t.buckets.get(pos as usize).copied().unwrap_or(0))
+    }
+
+    /// The key of entry `i`, unpacked.
+    fn entry_key(&self, i: u32) -> Option<FlowKey> {
+        with_tbl!(&self.tbl, t, N => t.key_of(i).map(|g| self.sel.unpack(g)))
+    }
+
+    /// Inserts a rule whose key is entry `i` of `from` (the same subtable in the other copy).
+    #[inline]
+    fn insert_from(&mut self, from: &Subtable, i: u32, slot: Slot) -> Result<(u32, u32), u32> {
+        match (&from.tbl, &mut self.tbl) {
+            (Tbl::Small(f), Tbl::Small(_)) => {
+                let g = *f.key_of(i).ok_or(u32::MAX)?;
+                self.insert_words(&g, slot)
+            }
+            (Tbl::Narrow(f), Tbl::Narrow(_)) => {
+                let g = *f.key_of(i).ok_or(u32::MAX)?;
+                self.insert_words(&g, slot)
+            }
+            (Tbl::Wide(f), Tbl::Wide(_)) => {
+                let g = *f.key_of(i).ok_or(u32::MAX)?;
+                self.insert_words(&g, slot)
+            }
+            _ => Err(u32::MAX),
+        }
+    }
+
+    /// Reads the home bucket entry `i` of `from` hashes to in this subtable (see
+    /// [`Classifier::touch`]).
+    #[inline(always)]
+    fn touch_from(&self, from: &Subtable, i: u32) -> u64 {
+        with_tbl!(&from.tbl, f, N => {
+            let Some(g) = f.key_of(i) else { return 0 };
+            let h = hash_words(g);
+            with_tbl!(&self.tbl, t, M => t.buckets.get(t.home(h)).copied().unwrap_or(0))
+        })
     }
 
     fn remove(&mut self, key: &FlowKey, prio: u32, handle: u32) -> bool {
         let ((removed, gone), hs) = with_tbl!(&mut self.tbl, t, N => {
-            let (g, hs, h) = self.sel.gather::<N>(key);
-            (remove_entry(t, &g, h, prio, handle), hs)
+            let g = self.sel.pack::<N>(key);
+            let (hs, h) = self.sel.hashes(&g);
+            (t.remove(&g, h, prio, handle), hs)
         });
         if !removed {
             return false;
@@ -523,47 +1155,28 @@ impl Subtable {
         if gone {
             self.stage_remove(hs);
         }
-        self.rules -= 1;
-        if let Some(c) = self.prios.get_mut(&prio) {
-            *c -= 1;
-            if *c == 0 {
-                self.prios.remove(&prio);
-                if prio == self.max_prio {
-                    self.max_prio = self.prios.keys().copied().max().unwrap_or(0);
-                }
-            }
-        }
+        self.prios.remove(prio);
         true
     }
 
     fn set_actions(&mut self, key: &FlowKey, prio: u32, handle: u32, action: u32) {
-        let slot = with_tbl!(&mut self.tbl, t, N => {
-            let (g, _, h) = self.sel.gather::<N>(key);
-            slot_mut(t, &g, h, prio, handle)
-        });
-        if let Some(s) = slot {
-            s.action = action;
-        }
+        with_tbl!(&mut self.tbl, t, N => {
+            let g = self.sel.pack::<N>(key);
+            let (_, h) = self.sel.hashes(&g);
+            t.set_action(&g, h, prio, handle, action);
+        })
     }
 
     fn reserve(&mut self, additional: usize) {
-        with_tbl!(&mut self.tbl, t, N => t.reserve(additional, |e| hash_fixed(&e.key)))
+        with_tbl!(&mut self.tbl, t, N => {
+            t.grow_for(t.entries.len().saturating_add(additional));
+            t.entries.reserve(additional);
+        })
     }
 
     fn bytes(&self) -> usize {
-        with_tbl!(&self.tbl, t, N => t.capacity() * (core::mem::size_of::<Entry<N>>() + 1))
+        with_tbl!(&self.tbl, t, N => t.bytes())
     }
-
-    /// The full hash of `key` and the table's capacity.
-    fn hash_and_capacity(&self, key: &FlowKey) -> (u64, usize) {
-        with_tbl!(&self.tbl, t, N => (self.sel.gather::<N>(key).2, t.capacity()))
-    }
-}
-
-/// Whether rule (p1, h1) beats (p2, h2): higher priority, then lower handle.
-#[inline]
-pub(crate) fn better(p1: u32, h1: u32, p2: u32, h2: u32) -> bool {
-    p1 > p2 || (p1 == p2 && h1 < h2)
 }
 
 /// One change to a classifier copy.
@@ -575,9 +1188,10 @@ pub(crate) enum Op {
     DropSubtable { id: u32 },
     /// Capacity hint for a subtable.
     Reserve { id: u32, additional: usize },
-    /// Adds the rule the writer's record for `handle` describes (replay only: the first copy
-    /// gets the rule through [`Classifier::insert`], and the record is unchanged until the replay).
-    InsertRecorded { handle: u32 },
+    /// Adds the rules the writer's records for handles `first .. first + count` describe (replay
+    /// only: the first copy gets the rules through [`Classifier::insert`], and the records are
+    /// unchanged until the replay). Consecutive handles share one operation.
+    InsertRecorded { first: u32, count: u32 },
     /// Removes a rule.
     Remove {
         id: u32,
@@ -599,10 +1213,63 @@ pub(crate) enum Op {
     Generation(u64),
 }
 
+impl Op {
+    /// Appends "insert recorded rule `handle`" to a log, extending the last run when it can.
+    pub(crate) fn push_insert(ops: &mut Vec<Op>, handle: u32) {
+        if let Some(Op::InsertRecorded { first, count }) = ops.last_mut() {
+            if first.wrapping_add(*count) == handle && *count < u32::MAX {
+                *count += 1;
+                return;
+            }
+        }
+        ops.push(Op::InsertRecorded {
+            first: handle,
+            count: 1,
+        });
+    }
+}
+
+/// Stage-one words a [`Filter`] compares.
+const FILTER_WORDS: usize = 2;
+
+/// A subtable's first, branch-free check, kept in one dense array (in subtable order) that a
+/// lookup reads whole: the masked key words `idx` must equal `val` under `mask`. It holds the
+/// words every entry shares (when the subtable's entries all share their stage-one words; up to
+/// [`FILTER_WORDS`] of them, the last ones: addresses come late in the key); otherwise its masks
+/// are zero and every key passes, to be checked by the subtable's own stage filter.
+#[derive(Debug, Clone, Copy, Default)]
+struct Filter {
+    idx: [u8; FILTER_WORDS],
+    mask: [u64; FILTER_WORDS],
+    val: [u64; FILTER_WORDS],
+    /// The subtable's id.
+    id: u32,
+    /// Its highest priority.
+    max_prio: u32,
+    /// Whether passing this filter is passing the subtable's whole stage check.
+    exact: bool,
+}
+
+impl Filter {
+    #[inline(always)]
+    fn passes(&self, kw: &[u64; 16]) -> bool {
+        let mut d = 0u64;
+        for ((&i, m), v) in self.idx.iter().zip(&self.mask).zip(&self.val) {
+            d |= (kw[usize::from(i & 15)] & m) ^ v;
+        }
+        d == 0
+    }
+}
+
+/// Subtables whose filters one pass of a lookup evaluates into a bit mask.
+const FILTER_CHUNK: usize = 64;
+
 /// One copy of the whole classifier.
 #[derive(Debug, Clone, Default)]
 pub struct Classifier {
     subtables: Vec<Option<Subtable>>,
+    /// One filter per subtable, in `order`.
+    filters: Vec<Filter>,
     /// Action lists by id: rules store a `u32`, so inserting one touches no reference count.
     actions: Vec<Option<Actions>>,
     /// Mask ids, best `max_prio` first (then by id).
@@ -612,13 +1279,11 @@ pub struct Classifier {
     dirty: bool,
 }
 
-const NO_RULE: u32 = u32::MAX;
-
 #[derive(Debug, Clone, Copy, Default)]
 struct CacheEntry {
     key: FlowKey,
-    handle: u32,
-    prio: u32,
+    /// The winner's rank, 0 for "no rule matches".
+    rank: u64,
     action: u32,
 }
 
@@ -645,7 +1310,7 @@ pub struct ExactCache {
 }
 
 impl ExactCache {
-    /// A cache of about `entries` entries (rounded up to a power of two, at least 4; about 160
+    /// A cache of about `entries` entries (rounded up to a power of two, at least 4; about 130
     /// bytes each).
     pub fn new(entries: usize) -> Self {
         let sets = (entries / WAYS).max(1).next_power_of_two();
@@ -703,30 +1368,75 @@ impl Classifier {
     /// Highest-priority rule matching `key` (ties: lowest handle).
     #[inline]
     pub fn lookup(&self, key: &FlowKey) -> Option<HitRef<'_>> {
-        let s = self.best(key)?;
-        Some(HitRef {
-            handle: crate::Handle(s.handle),
-            priority: s.prio,
-            actions: self.actions.get(s.action as usize)?.as_ref()?,
-        })
+        let (r, a) = self.best(key);
+        self.hit(r, a)
     }
 
     #[inline]
-    fn best(&self, key: &FlowKey) -> Option<&Slot> {
-        let mut best: Option<&Slot> = None;
-        for &id in &self.order {
-            let Some(Some(st)) = self.subtables.get(id as usize) else {
-                continue;
-            };
-            if let Some(b) = best {
-                if b.prio > st.max_prio {
+    fn hit(&self, rank: u64, action: u32) -> Option<HitRef<'_>> {
+        if rank == 0 {
+            return None;
+        }
+        Some(HitRef {
+            handle: crate::Handle(rank_handle(rank)),
+            priority: rank_prio(rank),
+            actions: self.actions.get(action as usize)?.as_ref()?,
+        })
+    }
+
+    /// The best matching rule's `(rank, action)`; rank 0 when none matches.
+    ///
+    /// First every subtable's [`Filter`] is evaluated without branches into a bit mask; then,
+    /// for the subtables that passed, every key hash is computed and its home bucket read
+    /// (independent loads, so their cache misses overlap); then they are probed in order,
+    /// stopping once the best match's priority is above the next one's maximum.
+    #[inline]
+    fn best(&self, key: &FlowKey) -> (u64, u32) {
+        let mut best = (0u64, 0u32);
+        let kw = padded(key);
+        for chunk in self.filters.chunks(FILTER_CHUNK) {
+            let mut bits = 0u64;
+            for (j, f) in chunk.iter().enumerate() {
+                bits |= u64::from(f.passes(&kw)) << j;
+            }
+            // Hashes of the candidates, and their home buckets' reads started.
+            let mut hs = [0u64; FILTER_CHUNK];
+            let mut sink = 0u64;
+            let mut b = bits;
+            while b != 0 {
+                let j = b.trailing_zeros() as usize;
+                b &= b - 1;
+                let (Some(f), Some(hx)) = (chunk.get(j), hs.get_mut(j)) else {
                     break;
+                };
+                let Some(Some(st)) = self.subtables.get(f.id as usize) else {
+                    continue;
+                };
+                match st.hash_of(&kw, f.exact) {
+                    Some(h) => {
+                        *hx = h;
+                        sink ^= st.home_bucket(h);
+                    }
+                    None => bits &= !(1u64 << j),
                 }
             }
-            if let Some(s) = st.find(key) {
-                match best {
-                    Some(b) if !better(s.prio, s.handle, b.prio, b.handle) => {}
-                    _ => best = Some(s),
+            core::hint::black_box(sink);
+            while bits != 0 {
+                let j = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let (Some(f), Some(h)) = (chunk.get(j), hs.get(j)) else {
+                    break;
+                };
+                if best.0 >> 32 > u64::from(f.max_prio) {
+                    return best;
+                }
+                let Some(Some(st)) = self.subtables.get(f.id as usize) else {
+                    continue;
+                };
+                if let Some(hit) = st.find_hashed(&kw, *h) {
+                    if hit.0 > best.0 {
+                        best = hit;
+                    }
                 }
             }
         }
@@ -738,24 +1448,36 @@ impl Classifier {
     pub fn lookup_batch<'a>(&'a self, keys: &[FlowKey], out: &mut Vec<Option<HitRef<'a>>>) {
         out.clear();
         out.reserve(keys.len());
+        if self.filters.len() > FILTER_CHUNK {
+            out.extend(keys.iter().map(|k| {
+                let (r, a) = self.best(k);
+                self.hit(r, a)
+            }));
+            return;
+        }
         for chunk in keys.chunks(BURST) {
-            let mut best: [Option<&Slot>; BURST] = [None; BURST];
+            let mut best = [(0u64, 0u32); BURST];
             let best = best.get_mut(..chunk.len()).unwrap_or(&mut []);
-            for &id in &self.order {
-                let Some(Some(st)) = self.subtables.get(id as usize) else {
+            let kws: [[u64; 16]; BURST] =
+                core::array::from_fn(|k| chunk.get(k).map_or([0; 16], padded));
+            let kws = kws.get(..chunk.len()).unwrap_or(&[]);
+            // Keys passing each subtable's filter, as bits.
+            let mut which = [0u32; FILTER_CHUNK];
+            for (k, kw) in kws.iter().enumerate() {
+                for (w, f) in which.iter_mut().zip(&self.filters) {
+                    *w |= u32::from(f.passes(kw)) << k;
+                }
+            }
+            for (f, w) in self.filters.iter().zip(which) {
+                if w == 0 {
+                    continue;
+                }
+                let Some(Some(st)) = self.subtables.get(f.id as usize) else {
                     continue;
                 };
-                st.probe_burst(chunk, best);
+                st.probe_burst(kws, w, f.exact, best);
             }
-            out.extend(best.iter().map(|s| {
-                s.and_then(|s| {
-                    Some(HitRef {
-                        handle: crate::Handle(s.handle),
-                        priority: s.prio,
-                        actions: self.actions.get(s.action as usize)?.as_ref()?,
-                    })
-                })
-            }));
+            out.extend(best.iter().map(|&(r, a)| self.hit(r, a)));
         }
     }
 
@@ -781,32 +1503,27 @@ impl Classifier {
                 }
             }
         }
-        let (handle, prio, action) = match found {
+        let (rank, action) = match found {
             Some(e) => {
                 cache.hits += 1;
-                (e.handle, e.prio, e.action)
+                (e.rank, e.action)
             }
             None => {
                 cache.misses += 1;
-                let best = self.best(key);
-                let e = CacheEntry {
-                    key: *key,
-                    handle: best.map_or(NO_RULE, |s| s.handle),
-                    prio: best.map_or(0, |s| s.prio),
-                    action: best.map_or(0, |s| s.action),
-                };
-                cache.insert(set, tag, e);
-                (e.handle, e.prio, e.action)
+                let (rank, action) = self.best(key);
+                cache.insert(
+                    set,
+                    tag,
+                    CacheEntry {
+                        key: *key,
+                        rank,
+                        action,
+                    },
+                );
+                (rank, action)
             }
         };
-        if handle == NO_RULE {
-            return None;
-        }
-        Some(HitRef {
-            handle: crate::Handle(handle),
-            priority: prio,
-            actions: self.actions.get(action as usize)?.as_ref()?,
-        })
+        self.hit(rank, action)
     }
 
     /// Number of rules.
@@ -832,49 +1549,70 @@ impl Classifier {
     /// The rule with exactly this masked key and priority in subtable `id`.
     pub(crate) fn find_exact(&self, id: u32, key: &FlowKey, prio: u32) -> Option<u32> {
         let st = self.subtables.get(id as usize)?.as_ref()?;
-        st.find_exact(key, prio).map(|s| s.handle)
+        st.find_exact(key, prio)
     }
 
     /// Inserts a rule into subtable `id`, unless one with the same key and priority exists (the
-    /// error is its handle).
-    pub(crate) fn insert(&mut self, id: u32, key: &FlowKey, slot: Slot) -> Result<(), u32> {
+    /// error is its handle). Returns the index of the rule's entry (for the writer's record).
+    #[inline]
+    pub(crate) fn insert(&mut self, id: u32, key: &FlowKey, slot: Slot) -> Result<(u32, u32), u32> {
         let Some(Some(st)) = self.subtables.get_mut(id as usize) else {
-            return Ok(());
+            return Err(u32::MAX);
         };
-        let before = st.max_prio;
-        let was_empty = st.rules == 0;
-        st.insert(key, slot)?;
+        let before = st.max_prio();
+        let was_empty = st.rules() == 0;
+        let placed = st.insert(key, slot)?;
         self.rules += 1;
-        if was_empty || st.max_prio != before {
+        if was_empty || st.max_prio() != before {
             self.dirty = true;
         }
-        Ok(())
+        Ok(placed)
     }
 
-    /// A record's key back, unpacked by subtable `id` (which must be the record's).
-    pub(crate) fn unpack_key(&self, id: u32, key: &PackedKey) -> FlowKey {
+    /// Reads the bucket an insert of `key` into subtable `id` will start at, so that a group of
+    /// inserts can have their (cache-missing) bucket reads in flight together: safe Rust has no
+    /// prefetch, so the value is returned for the caller to fold into a
+    /// [`core::hint::black_box`] sink.
+    #[inline]
+    pub(crate) fn touch(&self, id: u32, key: &FlowKey) -> u64 {
         match self.subtables.get(id as usize) {
-            Some(Some(st)) => key.unpack_with(&st.sel),
-            _ => key.unpack_with(&Sel::new(&FlowKey::ZERO)),
+            Some(Some(st)) => st.touch(key),
+            _ => 0,
         }
     }
 
-    /// `key` packed for the writer's record of a rule in subtable `id` (see [`PackedKey`]).
-    pub(crate) fn pack_key(&self, id: u32, key: &FlowKey) -> PackedKey {
-        match self.subtables.get(id as usize) {
-            Some(Some(st)) => PackedKey::new_with(&st.sel, key),
-            _ => PackedKey::Full(Box::new(*key)),
+    /// Replays the insert of rule `handle` (record `r`), taking its key from `from`, the copy
+    /// it was first applied to.
+    #[inline]
+    fn insert_record(&mut self, from: &Classifier, handle: u32, r: &RuleRecord) {
+        let (Some(Some(st)), Some(Some(src))) = (
+            self.subtables.get_mut(r.mask_id as usize),
+            from.subtables.get(r.mask_id as usize),
+        ) else {
+            return;
+        };
+        let before = st.max_prio();
+        let was_empty = st.rules() == 0;
+        let slot = Slot {
+            prio: r.priority,
+            handle,
+            action: r.action,
+        };
+        let placed = r.bucket != JOINED && st.place_from(src, r.entry, r.bucket, slot);
+        // The copies share one layout, so a fresh insert always replays in place.
+        debug_assert!(placed || r.bucket == JOINED, "copies' layouts differ");
+        let done = placed || st.insert_from(src, r.entry, slot).is_ok();
+        if done {
+            self.rules += 1;
+            if was_empty || st.max_prio() != before {
+                self.dirty = true;
+            }
         }
     }
 
-    /// The bucket index `key` hashes to in subtable `id`, and log2 of its bucket count.
-    pub(crate) fn bucket_of(&self, id: u32, key: &FlowKey) -> Option<(usize, u32)> {
-        let st = self.subtables.get(id as usize)?.as_ref()?;
-        let (h, cap) = st.hash_and_capacity(key);
-        // hashbrown keeps 7/8 of its (power-of-two) buckets usable.
-        let buckets = (cap.saturating_mul(8) / 7).max(1).next_power_of_two();
-        let log = buckets.trailing_zeros();
-        Some(((h as usize) & (buckets - 1), log))
+    /// The key of entry `entry` of subtable `id` (as a record names it).
+    pub(crate) fn entry_key(&self, id: u32, entry: u32) -> Option<FlowKey> {
+        self.subtables.get(id as usize)?.as_ref()?.entry_key(entry)
     }
 
     pub(crate) fn apply(&mut self, op: &Op) {
@@ -909,10 +1647,10 @@ impl Classifier {
                 handle,
             } => {
                 if let Some(Some(st)) = self.subtables.get_mut(*id as usize) {
-                    let before = st.max_prio;
+                    let before = st.max_prio();
                     if st.remove(key, *prio, *handle) {
                         self.rules -= 1;
-                        if st.max_prio != before {
+                        if st.max_prio() != before {
                             self.dirty = true;
                         }
                     }
@@ -943,67 +1681,37 @@ impl Classifier {
     }
 
     /// Re-sorts the subtables if a batch changed their maxima.
+    /// Re-sorts the subtables if a batch changed their maxima, and rebuilds the filters (one per
+    /// subtable: O(subtables), whatever the number of rules).
     pub(crate) fn finish_batch(&mut self) {
-        if !self.dirty {
-            return;
+        if self.dirty {
+            self.dirty = false;
+            let subs = &self.subtables;
+            let mut order: Vec<u32> = subs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.as_ref().map(|_| i as u32))
+                .collect();
+            let max = |id: u32| {
+                subs.get(id as usize)
+                    .and_then(|s| s.as_ref())
+                    .map_or(0, |s| s.max_prio())
+            };
+            order.sort_by(|a, b| max(*b).cmp(&max(*a)).then(a.cmp(b)));
+            self.order = order;
         }
-        self.dirty = false;
         let subs = &self.subtables;
-        let mut order: Vec<u32> = subs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|_| i as u32))
-            .collect();
-        let max = |id: u32| {
+        self.filters.clear();
+        self.filters.extend(self.order.iter().filter_map(|&id| {
             subs.get(id as usize)
                 .and_then(|s| s.as_ref())
-                .map_or(0, |s| s.max_prio)
-        };
-        order.sort_by(|a, b| max(*b).cmp(&max(*a)).then(a.cmp(b)));
-        self.order = order;
+                .map(|s| s.filter(id))
+        }));
     }
 
-    /// Bytes of heap the hash tables hold (capacity, both entry and control bytes).
+    /// Bytes of heap the hash tables hold (capacity of buckets and entries).
     pub fn table_bytes(&self) -> usize {
         self.subtables.iter().flatten().map(Subtable::bytes).sum()
-    }
-}
-
-/// A rule's key as the writer keeps it: the mask's used words in the subtable's order (the key is
-/// within its mask, so nothing is lost), or the whole key for masks wider than six words.
-#[derive(Debug, Clone)]
-pub(crate) enum PackedKey {
-    Inline([u64; NARROW]),
-    Full(Box<FlowKey>),
-}
-
-impl PackedKey {
-    fn new_with(sel: &Sel, key: &FlowKey) -> Self {
-        if usize::from(sel.n) <= NARROW {
-            PackedKey::Inline(sel.pack::<NARROW>(key))
-        } else {
-            PackedKey::Full(Box::new(*key))
-        }
-    }
-
-    /// The key back (`mask` is the one it was packed with).
-    pub(crate) fn unpack(&self, mask: &Mask) -> FlowKey {
-        self.unpack_with(&Sel::new(mask))
-    }
-
-    fn unpack_with(&self, sel: &Sel) -> FlowKey {
-        match self {
-            PackedKey::Full(k) => **k,
-            PackedKey::Inline(w) => {
-                let mut out = [0u64; KEY_WORDS];
-                for (&i, &x) in sel.idx.iter().zip(w).take(usize::from(sel.n)) {
-                    if let Some(o) = out.get_mut(usize::from(i)) {
-                        *o = x;
-                    }
-                }
-                FlowKey::from_words(out)
-            }
-        }
     }
 }
 
@@ -1013,28 +1721,45 @@ pub(crate) struct RuleRecord {
     pub(crate) mask_id: u32,
     pub(crate) priority: u32,
     pub(crate) action: u32,
-    /// The key, packed by its mask (72 bytes per record instead of 120).
-    pub(crate) key: PackedKey,
+    /// The index of the rule's entry in its subtable (the same in both copies): the key is
+    /// read from there, so a record is 16 bytes, not a copy of the key.
+    pub(crate) entry: u32,
+    /// The bucket position the insert took in the copy it was first applied to ([`JOINED`]
+    /// when it joined an existing entry): the replay writes the same bucket without probing.
+    pub(crate) bucket: u32,
 }
 
 impl Absorb<Op> for Classifier {
     type Context = [Option<RuleRecord>];
 
-    fn absorb(&mut self, op: &Op, records: &[Option<RuleRecord>]) {
+    fn absorb(&mut self, op: &Op, records: &[Option<RuleRecord>], published: &Classifier) {
         match op {
-            Op::InsertRecorded { handle } => {
-                if let Some(Some(r)) = records.get(*handle as usize) {
-                    let slot = Slot {
-                        prio: r.priority,
-                        handle: *handle,
-                        action: r.action,
-                    };
-                    let Some(Some(st)) = self.subtables.get(r.mask_id as usize) else {
-                        return;
-                    };
-                    let key = r.key.unpack_with(&st.sel);
-                    let _ = self.insert(r.mask_id, &key, slot);
+            Op::InsertRecorded { first, count } => {
+                let start = *first as usize;
+                let end = start.saturating_add(*count as usize);
+                let run = records.get(start..end).unwrap_or(&[]);
+                let mut sink = 0u64;
+                for (group, h0) in run.chunks(GROUP).zip((*first..).step_by(GROUP)) {
+                    // Start every bucket read of the group, then insert.
+                    for r in group.iter().flatten() {
+                        if let (Some(Some(st)), Some(Some(src))) = (
+                            self.subtables.get(r.mask_id as usize),
+                            published.subtables.get(r.mask_id as usize),
+                        ) {
+                            sink ^= if r.bucket == JOINED {
+                                st.touch_from(src, r.entry)
+                            } else {
+                                st.touch_pos(r.bucket)
+                            };
+                        }
+                    }
+                    for (h, r) in (h0..).zip(group) {
+                        if let Some(r) = r {
+                            self.insert_record(published, h, r);
+                        }
+                    }
                 }
+                core::hint::black_box(sink);
             }
             _ => self.apply(op),
         }

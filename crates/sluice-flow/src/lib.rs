@@ -25,10 +25,13 @@
 //! copy of the table; memory is two copies plus one operation log, reclaimed by reference counts.
 //! There is no `unsafe` code: `Arc::get_mut` is the proof that the standby copy is unshared.
 //!
-//! Big batches are applied in hash-table order (a stable counting sort of the batch by bucket
-//! index, per subtable) so consecutive inserts touch neighbouring buckets; outcomes are the same
-//! as in batch order (duplicates are decided by batch position), except that an all-or-nothing
-//! batch reports the first failure met in that order.
+//! Inserts are applied in batch order, sixteen at a time with their bucket reads started
+//! together (safe Rust has no prefetch instruction: the reads are ordinary loads folded into a
+//! `black_box`). An all-or-nothing insert batch is validated before anything is applied, so a
+//! failing batch leaves both copies byte-for-byte as they were: the copies always share one
+//! layout, which lets the replay of an insert write the bucket and entry the first copy chose
+//! (see [`classifier`]) and lets the writer's records name entries by index instead of holding
+//! keys.
 //!
 //! Rejected alternatives: copying the table (or each touched subtable) per batch is O(table) per
 //! publish and misses the insertion goal for streams of batches; per-rule versions (Open vSwitch's

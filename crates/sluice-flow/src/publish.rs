@@ -101,8 +101,9 @@ pub trait Absorb<Op> {
     /// What replaying may read besides the operation (the writer's own records), so a log can
     /// refer to data instead of copying it.
     type Context: ?Sized;
-    /// Applies one operation.
-    fn absorb(&mut self, op: &Op, ctx: &Self::Context);
+    /// Applies one operation. `published` is the copy readers see, to which the same operation
+    /// was applied before it was published (a log can refer to data there instead of copying it).
+    fn absorb(&mut self, op: &Op, ctx: &Self::Context, published: &Self);
     /// Called after a whole log was applied (e.g. to re-sort).
     fn finish(&mut self);
 }
@@ -153,10 +154,15 @@ impl<T: Absorb<Op> + Clone, Op> Writer<T, Op> {
         // The loop above proved exclusivity; `get_mut` cannot fail now because only the writer
         // can hand out new references to the standby copy, and it does not.
         let mut pending = pending;
+        let published = if pending.is_empty() {
+            None
+        } else {
+            Some(self.cell.load())
+        };
         if let Some(t) = Arc::get_mut(&mut self.standby) {
-            if !pending.is_empty() {
+            if let Some(p) = &published {
                 for op in &pending {
-                    t.absorb(op, ctx);
+                    t.absorb(op, ctx, p);
                 }
                 t.finish();
             }

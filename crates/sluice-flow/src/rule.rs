@@ -108,9 +108,10 @@ pub enum BatchMode {
     /// Apply every rule that can be applied; report the others.
     BestEffort,
     /// Apply all rules or none: one failure leaves the table unchanged; that rule reports its
-    /// error and every other rule of the batch reports [`RuleError::Aborted`]. (Inserts of 4096
-    /// rules or more are applied in hash-table order, and the failure reported is the first one
-    /// met in that order.)
+    /// error and every other rule of the batch reports [`RuleError::Aborted`]. The failure
+    /// reported is the first in batch order (an insert batch is checked before anything is
+    /// applied; a duplicate of an earlier rule of the batch names the handle that rule would
+    /// have had).
     AllOrNothing,
 }
 

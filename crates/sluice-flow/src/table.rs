@@ -8,10 +8,14 @@
 //! delete by handle and for dumps), the mask registry (mask → subtable id, reference counted),
 //! the handle allocator and the action-list interner.
 
+use core::hash::{BuildHasherDefault, Hasher};
+
 use hashbrown::{HashMap, HashSet};
 
 use crate::action::Actions;
-use crate::classifier::{Classifier, ExactCache, HitRef, Op, RuleRecord, Slot};
+use crate::classifier::{
+    Classifier, ExactCache, HitRef, Op, RuleRecord, Slot, GROUP, RULE_BYTES_PER_COPY,
+};
 use crate::key::{FlowKey, Mask};
 use crate::publish::{Guard, ReadHandle, Writer};
 use crate::rule::{BatchMode, Handle, Match, Rule, RuleError, RuleRef};
@@ -60,15 +64,75 @@ impl Idr {
         self.free.push(h);
     }
 
+    /// The handle the `k`-th next [`Idr::alloc`] will return (with no free in between).
+    pub fn nth_next(&self, k: usize) -> u32 {
+        match self.free.len().checked_sub(k + 1) {
+            Some(i) => self.free.get(i).copied().unwrap_or(u32::MAX),
+            None => self
+                .next
+                .saturating_add((k - self.free.len()).min(u32::MAX as usize) as u32),
+        }
+    }
+
     /// One past the largest handle ever allocated.
     pub fn high_water(&self) -> u32 {
         self.next
     }
 }
 
+/// A multiply-fold hasher for the writer's interning maps: their keys (masks, action lists)
+/// are hashed word by word, one multiply per word, instead of byte-wise.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Fold(u64);
+
+impl Hasher for Fold {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            for (o, b) in w.iter_mut().zip(c) {
+                *o = *b;
+            }
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.write_u64(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        let p = u128::from(self.0 ^ i) * 0x9e37_79b9_7f4a_7c15;
+        self.0 = (p as u64) ^ ((p >> 64) as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    #[inline]
+    fn write_isize(&mut self, i: isize) {
+        self.write_u64(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        let h = (self.0 ^ (self.0 >> 32)).wrapping_mul(0xd6e8_feb8_6659_fd93);
+        h ^ (h >> 32)
+    }
+}
+
+type FoldMap<K, V> = HashMap<K, V, BuildHasherDefault<Fold>>;
+
 #[derive(Debug, Default)]
 struct Masks {
-    by_mask: HashMap<Mask, u32>,
+    by_mask: FoldMap<Mask, u32>,
     /// (mask, rules using it) by id; `None` when free.
     slots: Vec<Option<(Mask, usize)>>,
     idr: Idr,
@@ -157,13 +221,19 @@ impl Masks {
 /// Interned action lists, reference counted by the writer with plain integers.
 #[derive(Debug, Default)]
 struct ActionLists {
-    by_list: HashMap<Actions, u32>,
+    by_list: FoldMap<Actions, u32>,
     /// (list, rules using it) by id.
     slots: Vec<Option<(Actions, usize)>>,
     idr: Idr,
     /// The last list interned (consecutive rules often share one).
     last: Option<u32>,
+    /// Recently interned lists: (hash, id + 1) by the hash's low bits, so a list seen lately
+    /// costs one hash and one comparison, not a map probe.
+    recent: Vec<(u64, u32)>,
 }
+
+/// Places in [`ActionLists::recent`] (a power of two).
+const RECENT: usize = 1024;
 
 impl ActionLists {
     fn list(&self, id: u32) -> Option<&Actions> {
@@ -172,10 +242,29 @@ impl ActionLists {
 
     /// The id of `a` (defining it in `cls` if new), with one more reference.
     fn intern_ref(&mut self, a: &Actions, cls: &mut Classifier, ops: &mut Vec<Op>) -> u32 {
-        let last = self
+        // The same allocation as the last list: no hashing at all.
+        let mut found = self
             .last
-            .filter(|l| self.list(*l).is_some_and(|x| x.ptr_eq(a) || x == a));
-        let id = match last {
+            .filter(|l| self.list(*l).is_some_and(|x| x.ptr_eq(a)));
+        let mut fp = None;
+        if found.is_none() {
+            let mut h = Fold::default();
+            core::hash::Hash::hash(a, &mut h);
+            let f0 = h.finish();
+            fp = Some(f0);
+            if self.recent.is_empty() {
+                self.recent = vec![(0, 0); RECENT];
+            }
+            if let Some(&(f, id1)) = self.recent.get(f0 as usize & (RECENT - 1)) {
+                if f == f0 && id1 != 0 {
+                    let id = id1 - 1;
+                    if self.list(id).is_some_and(|x| x.ptr_eq(a) || x == a) {
+                        found = Some(id);
+                    }
+                }
+            }
+        }
+        let id = match found {
             Some(id) => id,
             None => match self.by_list.get(a) {
                 Some(id) => *id,
@@ -200,6 +289,11 @@ impl ActionLists {
             },
         };
         self.last = Some(id);
+        if let Some(f) = fp {
+            if let Some(r) = self.recent.get_mut(f as usize & (RECENT - 1)) {
+                *r = (f, id + 1);
+            }
+        }
         if let Some(Some((_, n))) = self.slots.get_mut(id as usize) {
             *n += 1;
         }
@@ -242,22 +336,6 @@ pub struct FlowTable {
 #[derive(Debug, Default)]
 struct Scratch {
     preps: Vec<Prep>,
-    sorted: Vec<Prep>,
-    bins: Vec<u32>,
-    starts: Vec<u32>,
-    order: Vec<u32>,
-}
-
-impl Scratch {
-    /// Keeps a used prepared-rule buffer (whichever one the batch ended with).
-    fn give_back(&mut self, mut v: Vec<Prep>) {
-        v.clear();
-        if self.preps.capacity() < v.capacity() {
-            self.preps = v;
-        } else if self.sorted.capacity() < v.capacity() {
-            self.sorted = v;
-        }
-    }
 }
 
 struct WriterState {
@@ -271,29 +349,21 @@ struct WriterState {
     generation: u64,
 }
 
-/// A rule read once at the start of its batch.
-#[derive(Debug, Clone)]
+/// What the first pass over a batch learns of a rule (its key and priority stay in the batch).
+#[derive(Debug, Clone, Copy)]
 struct Prep {
-    /// Index in the batch.
-    idx: u32,
     /// Subtable, or [`INVALID`] for an invalid match.
     mask_id: u32,
     /// Interned action list (one reference held), or [`INVALID`].
     action: u32,
-    prio: u32,
-    key: FlowKey,
 }
 
 const INVALID: u32 = u32::MAX;
 
-/// Batches at least this big are applied in hash-table order.
-const LOCALITY_MIN: usize = 4096;
-
-/// Estimated bytes one rule costs: two classifier entries (at hashbrown's 7/8 load factor, plus
-/// a control byte each) and the writer's record. Shared action lists are not counted; masks that
+/// Estimated bytes one rule costs: an entry and its share of buckets in each of the two
+/// classifier copies, and the writer's record. Shared action lists are not counted; masks that
 /// use more than six key words cost about 60 bytes more per copy.
-const BYTES_PER_RULE: usize =
-    2 * (crate::classifier::ENTRY_BYTES * 8 / 7 + 1) + core::mem::size_of::<Option<RuleRecord>>();
+const BYTES_PER_RULE: usize = 2 * RULE_BYTES_PER_COPY + core::mem::size_of::<Option<RuleRecord>>();
 
 impl FlowTable {
     /// An empty table.
@@ -362,11 +432,17 @@ impl FlowTable {
 
     /// The rule with this handle.
     pub fn rule(&self, h: Handle) -> Option<Rule> {
+        self.rule_in(&self.lr.published(), h)
+    }
+
+    /// The rule with handle `h`, its key read from classifier copy `cls` (the published copy
+    /// holds every rule the writer has a record of).
+    fn rule_in(&self, cls: &Classifier, h: Handle) -> Option<Rule> {
         let s = self.w.store.get(h.0 as usize)?.as_ref()?;
         let mask = *self.w.masks.mask(s.mask_id)?;
         Some(Rule {
             matcher: Match {
-                key: s.key.unpack(&mask),
+                key: cls.entry_key(s.mask_id, s.entry)?,
                 mask,
             },
             priority: s.priority,
@@ -376,7 +452,9 @@ impl FlowTable {
 
     /// Every rule, by handle order.
     pub fn rules(&self) -> impl Iterator<Item = (Handle, Rule)> + '_ {
-        (0..self.w.store.len() as u32).filter_map(|h| self.rule(Handle(h)).map(|r| (Handle(h), r)))
+        let cls = self.lr.published();
+        (0..self.w.store.len() as u32)
+            .filter_map(move |h| self.rule_in(&cls, Handle(h)).map(|r| (Handle(h), r)))
     }
 
     /// The handle of the rule with exactly this match and priority.
@@ -411,65 +489,66 @@ impl FlowTable {
         let n = rules.len();
         let mut ops = self.lr.take_log_buffer();
         let cls = self.lr.standby_mut(&self.w.store);
-        ops.reserve(n + 2);
         let w = &mut self.w;
-        let (preps, fresh) = w.prepare(cls, &mut ops, &rules);
-        drop(rules);
-        // Without quota pressure the outcome does not depend on the order rules are applied in
-        // (duplicates are still decided in batch order: the sort is stable), so big batches go
-        // in hash-table order: consecutive inserts touch neighbouring buckets, not random ones.
-        let quota_free = w.rules.saturating_add(n) <= w.config.max_rules
-            && w.rules.saturating_add(n).saturating_mul(BYTES_PER_RULE) <= w.config.max_bytes;
-        let mut sorted = core::mem::take(&mut w.scratch.sorted);
-        let preps = if quota_free && n >= LOCALITY_MIN {
-            WriterState::locality_order(cls, &preps, &mut w.scratch, &mut sorted);
-            w.scratch.preps = preps;
-            sorted
-        } else {
-            w.scratch.sorted = sorted;
-            preps
-        };
-        let mut out: Vec<Result<Handle, RuleError>> = vec![Err(RuleError::Aborted); n];
-        let mut failed = false;
-        let mut done = 0;
-        for p in &preps {
-            let r = w.insert_prepared(cls, &mut ops, p);
-            done += 1;
-            if r.is_err() {
-                failed = true;
-                w.actions.release(p.action, cls, &mut ops);
-            }
-            if let Some(o) = out.get_mut(p.idx as usize) {
-                *o = r;
-            }
-            if failed && mode == BatchMode::AllOrNothing {
-                break;
+        let (preps, fresh, counts) = w.prepare(cls, &mut ops, &rules);
+        if mode == BatchMode::AllOrNothing {
+            // Validate first: a failing batch must leave the standby copy exactly as it was
+            // (both copies keep one layout, which the replay relies on), so nothing is inserted
+            // and undone.
+            if let Some((at, err)) = w.first_failure(cls, &preps, &rules) {
+                let mut undo = Vec::new();
+                for p in &preps {
+                    if p.action != INVALID {
+                        w.actions.release(p.action, cls, &mut undo);
+                    }
+                }
+                w.drop_unused(cls, &mut undo, &fresh);
+                cls.finish_batch();
+                w.scratch.preps = preps;
+                let mut err = Some(err);
+                return (0..n)
+                    .map(|i| match err.take_if(|_| i == at) {
+                        Some(e) => Err(e),
+                        None => Err(RuleError::Aborted),
+                    })
+                    .collect();
             }
         }
-        if failed && mode == BatchMode::AllOrNothing {
-            // Undo on the standby copy; nothing is published.
-            let mut undo = Vec::new();
-            for p in preps.get(..done).unwrap_or(&[]).iter().rev() {
-                if let Some(Ok(h)) = out.get(p.idx as usize) {
-                    w.delete_one(cls, &mut undo, *h);
+        if n >= 256 {
+            // Grow each subtable once for its share of the batch.
+            for (id, &additional) in counts.iter().enumerate() {
+                if additional > 0 {
+                    let op = Op::Reserve {
+                        id: id as u32,
+                        additional,
+                    };
+                    cls.apply(&op);
+                    ops.push(op);
                 }
             }
-            for p in preps.get(done..).unwrap_or(&[]) {
-                w.actions.release(p.action, cls, &mut undo);
-            }
-            w.drop_unused(cls, &mut undo, &fresh);
-            cls.finish_batch();
-            w.scratch.give_back(preps);
-            return out
-                .into_iter()
-                .map(|r| match r {
-                    Ok(_) => Err(RuleError::Aborted),
-                    e => e,
-                })
-                .collect();
         }
+        // New handles extend the records: grow them once for the whole batch.
+        w.store.reserve(n.saturating_sub(w.handles.free.len()));
+        let mut out: Vec<Result<Handle, RuleError>> = Vec::with_capacity(n);
+        let mut sink = 0u64;
+        for (pg, rg) in preps.chunks(GROUP).zip(rules.chunks(GROUP)) {
+            // Start the group's bucket reads together (they miss the cache in big tables), then
+            // insert in order.
+            for (p, r) in pg.iter().zip(rg) {
+                sink ^= cls.touch(p.mask_id, &r.matcher.key);
+            }
+            for (p, r) in pg.iter().zip(rg) {
+                let res = w.insert_prepared(cls, &mut ops, p, r);
+                if res.is_err() && p.action != INVALID {
+                    w.actions.release(p.action, cls, &mut ops);
+                }
+                out.push(res);
+            }
+        }
+        core::hint::black_box(sink);
         w.drop_unused(cls, &mut ops, &fresh);
-        w.scratch.give_back(preps);
+        w.scratch.preps = preps;
+        drop(rules);
         self.finish(ops);
         out
     }
@@ -535,11 +614,19 @@ impl FlowTable {
         for (r, (_, actions)) in resolved.into_iter().zip(changes) {
             out.push(r.map(|h| {
                 let action = w.actions.intern(actions, cls, &mut ops);
-                if let Some(Some(s)) = w.store.get_mut(h as usize) {
+                let found = w
+                    .store
+                    .get_mut(h as usize)
+                    .and_then(|s| s.as_mut())
+                    .and_then(|s| {
+                        let key = cls.entry_key(s.mask_id, s.entry)?;
+                        Some((s, key))
+                    });
+                if let Some((s, key)) = found {
                     let old = core::mem::replace(&mut s.action, action);
                     let op = Op::SetActions {
                         id: s.mask_id,
-                        key: Box::new(cls.unpack_key(s.mask_id, &s.key)),
+                        key: Box::new(key),
                         prio: s.priority,
                         handle: h,
                         action,
@@ -581,63 +668,73 @@ impl WriterState {
     }
 
     /// Inserts one prepared rule (mask and action list already interned).
+    #[inline]
     fn insert_prepared(
         &mut self,
         cls: &mut Classifier,
         ops: &mut Vec<Op>,
         p: &Prep,
+        rule: &Rule,
     ) -> Result<Handle, RuleError> {
         if p.mask_id == INVALID {
             return Err(RuleError::InvalidMask);
         }
+        let key = &rule.matcher.key;
+        let prio = rule.priority;
         let full = self.rules >= self.config.max_rules
             || (self.rules + 1).saturating_mul(BYTES_PER_RULE) > self.config.max_bytes;
         if full {
             // A duplicate is reported as such even when the table is full.
-            if let Some(existing) = cls.find_exact(p.mask_id, &p.key, p.prio) {
+            if let Some(existing) = cls.find_exact(p.mask_id, key, prio) {
                 return Err(RuleError::Duplicate {
                     existing: Handle(existing),
                 });
             }
-        }
-        if self.rules >= self.config.max_rules {
-            return Err(RuleError::TableFull {
-                limit: self.config.max_rules,
-            });
-        }
-        if (self.rules + 1).saturating_mul(BYTES_PER_RULE) > self.config.max_bytes {
+            if self.rules >= self.config.max_rules {
+                return Err(RuleError::TableFull {
+                    limit: self.config.max_rules,
+                });
+            }
             return Err(RuleError::MemoryQuota {
                 limit: self.config.max_bytes,
             });
         }
         let h = self.handles.alloc();
         let slot = Slot {
-            prio: p.prio,
+            prio,
             handle: h,
             action: p.action,
         };
-        if let Err(existing) = cls.insert(p.mask_id, &p.key, slot.clone()) {
-            self.handles.free(h);
-            return Err(RuleError::Duplicate {
-                existing: Handle(existing),
-            });
-        }
+        let (entry, bucket) = match cls.insert(p.mask_id, key, slot) {
+            Ok(e) => e,
+            Err(existing) => {
+                self.handles.free(h);
+                return Err(RuleError::Duplicate {
+                    existing: Handle(existing),
+                });
+            }
+        };
         self.masks.incref(p.mask_id);
-        let key = cls.pack_key(p.mask_id, &p.key);
+        let record = RuleRecord {
+            mask_id: p.mask_id,
+            priority: prio,
+            entry,
+            bucket,
+            action: p.action,
+        };
         let i = h as usize;
-        if self.store.len() <= i {
-            self.store.resize_with(i + 1, || None);
-        }
-        if let Some(s) = self.store.get_mut(i) {
-            *s = Some(RuleRecord {
-                mask_id: p.mask_id,
-                priority: p.prio,
-                key,
-                action: p.action,
-            });
+        if i == self.store.len() {
+            self.store.push(Some(record));
+        } else {
+            if self.store.len() <= i {
+                self.store.resize_with(i + 1, || None);
+            }
+            if let Some(s) = self.store.get_mut(i) {
+                *s = Some(record);
+            }
         }
         self.rules += 1;
-        ops.push(Op::InsertRecorded { handle: h });
+        Op::push_insert(ops, h);
         Ok(Handle(h))
     }
 
@@ -649,19 +746,17 @@ impl WriterState {
         cls: &mut Classifier,
         ops: &mut Vec<Op>,
         rules: &[Rule],
-    ) -> (Vec<Prep>, Vec<u32>) {
+    ) -> (Vec<Prep>, Vec<u32>, Vec<usize>) {
         let mut fresh = Vec::new();
-        let mut counts: HashMap<u32, usize> = HashMap::new();
+        // Rules per mask id (ids are small integers).
+        let mut counts: Vec<usize> = Vec::new();
         let mut preps = core::mem::take(&mut self.scratch.preps);
         preps.clear();
         preps.reserve(rules.len());
-        for (i, r) in rules.iter().enumerate() {
+        for r in rules {
             let mut p = Prep {
-                idx: i as u32,
                 mask_id: INVALID,
                 action: INVALID,
-                prio: r.priority,
-                key: r.matcher.key,
             };
             if r.matcher.is_valid() {
                 let id = match self.masks.find(&r.matcher.mask) {
@@ -680,77 +775,66 @@ impl WriterState {
                 };
                 p.mask_id = id;
                 p.action = self.actions.intern_ref(&r.actions, cls, ops);
-                *counts.entry(id).or_insert(0) += 1;
+                let i = id as usize;
+                if counts.len() <= i {
+                    counts.resize(i + 1, 0);
+                }
+                if let Some(c) = counts.get_mut(i) {
+                    *c += 1;
+                }
             }
             preps.push(p);
         }
-        if rules.len() >= 256 {
-            let mut counts: Vec<(u32, usize)> = counts.into_iter().collect();
-            counts.sort_unstable();
-            for (id, additional) in counts {
-                let op = Op::Reserve { id, additional };
-                cls.apply(&op);
-                ops.push(op);
-            }
-        }
-        (preps, fresh)
+        (preps, fresh, counts)
     }
 
-    /// Prepared rules in the order of their hash-table buckets (a stable counting sort on each
-    /// bucket index's high bits, subtable by subtable; invalid rules first), into `out`.
-    fn locality_order(
+    /// The first rule of a batch that would fail, and why, as [`WriterState::insert_prepared`]
+    /// would find applying the batch in order (duplicates of earlier rules of the batch name
+    /// the handle that rule would have had).
+    fn first_failure(
+        &self,
         cls: &Classifier,
         preps: &[Prep],
-        scratch: &mut Scratch,
-        out: &mut Vec<Prep>,
-    ) {
-        const BINS_LOG: u32 = 12;
-        let mut base: HashMap<u32, (usize, u32)> = HashMap::new();
-        let mut next_base = 1usize;
-        let bins = &mut scratch.bins;
-        bins.clear();
-        for p in preps {
-            let bin = match cls.bucket_of(p.mask_id, &p.key) {
-                Some((bucket, buckets_log)) if p.mask_id != INVALID => {
-                    let (b, shift) = *base.entry(p.mask_id).or_insert_with(|| {
-                        let b = next_base;
-                        let nb_log = buckets_log.min(BINS_LOG);
-                        next_base += 1 << nb_log;
-                        (b, buckets_log - nb_log)
-                    });
-                    b + (bucket >> shift)
-                }
-                _ => 0,
-            };
-            bins.push(bin as u32);
-        }
-        let starts = &mut scratch.starts;
-        starts.clear();
-        starts.resize(next_base + 1, 0);
-        for &b in bins.iter() {
-            if let Some(c) = starts.get_mut(b as usize + 1) {
-                *c += 1;
+        rules: &[Rule],
+    ) -> Option<(usize, RuleError)> {
+        let mut seen: FoldMap<(u32, FlowKey, u32), u32> = FoldMap::default();
+        for (i, (p, r)) in preps.iter().zip(rules).enumerate() {
+            if p.mask_id == INVALID {
+                return Some((i, RuleError::InvalidMask));
             }
-        }
-        for i in 1..starts.len() {
-            let prev = starts.get(i - 1).copied().unwrap_or(0);
-            if let Some(c) = starts.get_mut(i) {
-                *c += prev;
+            let k = (p.mask_id, r.matcher.key, r.priority);
+            let dup = cls
+                .find_exact(p.mask_id, &r.matcher.key, r.priority)
+                .or_else(|| seen.get(&k).copied());
+            if let Some(existing) = dup {
+                return Some((
+                    i,
+                    RuleError::Duplicate {
+                        existing: Handle(existing),
+                    },
+                ));
             }
-        }
-        let order = &mut scratch.order;
-        order.clear();
-        order.resize(preps.len(), 0);
-        for (i, &b) in bins.iter().enumerate() {
-            if let Some(c) = starts.get_mut(b as usize) {
-                if let Some(o) = order.get_mut(*c as usize) {
-                    *o = i as u32;
-                }
-                *c += 1;
+            // Every earlier rule of the batch would have been inserted.
+            let rules_now = self.rules + i;
+            if rules_now >= self.config.max_rules {
+                return Some((
+                    i,
+                    RuleError::TableFull {
+                        limit: self.config.max_rules,
+                    },
+                ));
             }
+            if (rules_now + 1).saturating_mul(BYTES_PER_RULE) > self.config.max_bytes {
+                return Some((
+                    i,
+                    RuleError::MemoryQuota {
+                        limit: self.config.max_bytes,
+                    },
+                ));
+            }
+            seen.insert(k, self.handles.nth_next(i));
         }
-        out.clear();
-        out.extend(order.iter().filter_map(|&i| preps.get(i as usize).cloned()));
+        None
     }
 
     fn resolve(&self, cls: &Classifier, t: &RuleRef) -> Result<u32, RuleError> {
@@ -776,7 +860,9 @@ impl WriterState {
         let Some(s) = self.store.get_mut(h.0 as usize).and_then(|s| s.take()) else {
             return;
         };
-        let key = cls.unpack_key(s.mask_id, &s.key);
+        let Some(key) = cls.entry_key(s.mask_id, s.entry) else {
+            return;
+        };
         let op = Op::Remove {
             id: s.mask_id,
             key: Box::new(key),

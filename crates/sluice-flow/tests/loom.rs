@@ -19,7 +19,7 @@ enum Op {
 
 impl Absorb<Op> for Pair {
     type Context = ();
-    fn absorb(&mut self, op: &Op, _: &()) {
+    fn absorb(&mut self, op: &Op, _: &(), _: &Pair) {
         match op {
             Op::A(n) => self.a += n,
             Op::B(n) => self.b += n,
@@ -32,7 +32,7 @@ fn write_batch(w: &mut Writer<Pair, Op>, n: u64) {
     let ops = vec![Op::A(n), Op::B(n)];
     let t = w.standby_mut(&());
     for op in &ops {
-        t.absorb(op, &());
+        t.absorb(op, &(), &Pair::default());
     }
     w.publish(ops);
 }

@@ -1,0 +1,575 @@
+//! The batched datapath: receive → parse → GRO (per port) → classify → actions → transmit
+//! preparation for each egress device → send.
+//!
+//! A [`Datapath`] owns its ports and is driven by one thread calling [`Datapath::poll_once`]
+//! (the switch waits for readiness between empty polls; see the `sluice` binary). Each poll takes
+//! up to [`DatapathConfig::batch`] frames from every port in turn. A port with GRO on feeds its
+//! batch to its own [`GroEngine`](sluice_offload::gro::GroEngine) and flushes it at the batch end (Linux's end-of-NAPI-poll
+//! rule), so merged packets never wait for a later poll. Every packet is then parsed once, its
+//! [`FlowKey`](sluice_flow::FlowKey) looked up in the flow table snapshot taken for the batch (lock-free; through a
+//! per-datapath exact-match cache), and its actions run in order: header actions change the
+//! packet ([`crate::actions`]), each `output:N` sends the packet as it is at that point, through
+//! [`tx_prepare`](sluice_offload::tx::tx_prepare) for port N's current [`Device`](sluice_offload::features::Device) — so software GSO, checksum completion and VLAN
+//! insertion happen only for what that egress device cannot do, as late as possible. Sends are
+//! flushed per port at the end of the poll.
+//!
+//! Buffers come from a [`BufPool`] and go back to it; GRO output buffers go back to their
+//! engine; transmit preparation reuses one [`TxOutput`](sluice_offload::tx::TxOutput). Nothing is allocated per packet once
+//! warm.
+//!
+//! Every drop is counted twice: per port ([`PortStats`]) and in a coverage counter.
+
+use crate::actions;
+use crate::buf::{BufPool, PacketBuf, DEFAULT_ROOM};
+use crate::port::{Port, PortDrops, PortError};
+use sluice_coverage::{counter, Counter};
+use sluice_flow::{Action, ExactCache, FlowKey, Reader};
+use sluice_offload::features::{Device, Feature, Features};
+use sluice_offload::gro::{GroConfig, GroEngine, GroStats};
+use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket};
+use sluice_wire::ParseConfig;
+use std::fmt;
+use std::os::fd::RawFd;
+
+counter!(pub DP_POLLS, "dp_polls", "datapath polls (one pass over every port)");
+counter!(pub DP_RX_PACKETS, "dp_rx_packets", "packets received by the datapath");
+counter!(pub DP_TX_FRAMES, "dp_tx_frames", "frames handed to ports to send");
+counter!(pub DP_PARSE_PARTIAL, "dp_parse_partial", "packets whose headers did not fully parse (classified on what parsed)");
+counter!(pub DP_NO_MATCH_DROPS, "dp_no_match_drops", "packets dropped: no rule matched");
+counter!(pub DP_DROP_ACTION, "dp_drop_action", "packets dropped by a drop action or an empty action list");
+counter!(pub DP_ACTION_ERRORS, "dp_action_errors", "packets dropped: an action could not be applied");
+counter!(pub DP_BAD_OUTPUT, "dp_bad_output_drops", "outputs to a port that does not exist");
+counter!(pub DP_TX_PREPARE_DROPS, "dp_tx_prepare_drops", "packets dropped by transmit preparation (see oversize_drops, gso_* counters)");
+counter!(pub DP_TX_ERRORS, "dp_tx_errors", "frames a port failed to send");
+counter!(pub DP_RX_ERRORS, "dp_rx_errors", "receive calls that failed");
+counter!(pub GRO_FRAMES_IN, "gro_frames_in", "frames fed to software GRO");
+counter!(pub GRO_MERGED_SEGMENTS, "gro_merged_segments", "segments software GRO merged into a held packet");
+counter!(pub GRO_MERGED_PACKETS, "gro_merged_packets", "packets software GRO built from two or more segments");
+counter!(pub GRO_NOT_MERGEABLE, "gro_not_mergeable", "frames software GRO passed through (not mergeable)");
+
+/// Every datapath counter, for listings before they fire.
+pub static COUNTERS: [&Counter; 15] = [
+    &DP_POLLS,
+    &DP_RX_PACKETS,
+    &DP_TX_FRAMES,
+    &DP_PARSE_PARTIAL,
+    &DP_NO_MATCH_DROPS,
+    &DP_DROP_ACTION,
+    &DP_ACTION_ERRORS,
+    &DP_BAD_OUTPUT,
+    &DP_TX_PREPARE_DROPS,
+    &DP_TX_ERRORS,
+    &DP_RX_ERRORS,
+    &GRO_FRAMES_IN,
+    &GRO_MERGED_SEGMENTS,
+    &GRO_MERGED_PACKETS,
+    &GRO_NOT_MERGEABLE,
+];
+
+/// Registers [`COUNTERS`] (and transmit preparation's) so listings show them at zero.
+pub fn register_counters() {
+    sluice_coverage::register(&COUNTERS);
+    sluice_offload::tx::register_counters();
+}
+
+/// Datapath settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatapathConfig {
+    /// Most frames taken from one port per poll (default 64).
+    pub batch: usize,
+    /// Which UDP ports are VXLAN / Geneve.
+    pub parse: ParseConfig,
+    /// Settings of each port's GRO engine.
+    pub gro: GroConfig,
+    /// Receive buffer room (default [`DEFAULT_ROOM`]: a 64 KiB GSO frame).
+    pub buf_room: usize,
+    /// Entries in the exact-match cache in front of the classifier (0: none).
+    pub cache_entries: usize,
+}
+
+impl Default for DatapathConfig {
+    fn default() -> Self {
+        DatapathConfig {
+            batch: 64,
+            parse: ParseConfig::DEFAULT,
+            gro: GroConfig::default(),
+            buf_room: DEFAULT_ROOM,
+            cache_entries: 4096,
+        }
+    }
+}
+
+/// Per-port settings of the datapath.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortOptions {
+    /// Software GRO on the port's received frames.
+    pub gro: bool,
+}
+
+/// Counters of one port, kept by the datapath.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortStats {
+    /// Packets received (before GRO).
+    pub rx_packets: u64,
+    /// Bytes received (before GRO).
+    pub rx_bytes: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Received packets no rule matched.
+    pub rx_no_match: u64,
+    /// Received packets dropped by a drop action (or an empty list).
+    pub rx_dropped_by_rule: u64,
+    /// Received packets an action failed on.
+    pub rx_action_errors: u64,
+    /// Packets transmit preparation dropped for this egress.
+    pub tx_prepare_drops: u64,
+    /// Frames this port failed to send.
+    pub tx_errors: u64,
+    /// Receive calls that failed.
+    pub rx_errors: u64,
+    /// The port's own drops (invalid vnet headers, truncation).
+    pub port: PortDrops,
+    /// The port's GRO engine counters (zero when GRO is off).
+    pub gro: GroStats,
+}
+
+/// Why a control operation on the datapath failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DatapathError {
+    /// No port with this number.
+    NoSuchPort(u32),
+    /// The port number is taken.
+    PortExists(u32),
+    /// The port refused.
+    Port(PortError),
+}
+
+impl fmt::Display for DatapathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DatapathError::NoSuchPort(n) => write!(f, "no port {n}"),
+            DatapathError::PortExists(n) => write!(f, "port number {n} is in use"),
+            DatapathError::Port(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for DatapathError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DatapathError::Port(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+struct Slot {
+    port: Box<dyn Port>,
+    device: Device,
+    opts: PortOptions,
+    gro: Option<GroEngine>,
+    gro_total: GroStats,
+    stats: PortStats,
+}
+
+impl Slot {
+    fn gro_stats(&self) -> GroStats {
+        let mut s = self.gro_total;
+        if let Some(g) = &self.gro {
+            add_gro(&mut s, g.stats());
+        }
+        s
+    }
+}
+
+fn add_gro(a: &mut GroStats, b: &GroStats) {
+    a.frames_in += b.frames_in;
+    a.packets_out += b.packets_out;
+    a.merged_segments += b.merged_segments;
+    a.merged_packets += b.merged_packets;
+    a.not_mergeable += b.not_mergeable;
+    a.bad_checksum += b.bad_checksum;
+    a.flushed.batch_end += b.flushed.batch_end;
+    a.flushed.age += b.flushed.age;
+    a.flushed.size += b.flushed.size;
+    a.flushed.flags += b.flushed.flags;
+    a.flushed.mismatch += b.flushed.mismatch;
+    a.flushed.evicted += b.flushed.evicted;
+    a.flushed.manual += b.flushed.manual;
+}
+
+/// The datapath. See the [module documentation](self).
+pub struct Datapath {
+    cfg: DatapathConfig,
+    slots: Vec<Option<Slot>>,
+    reader: Reader,
+    cache: Option<ExactCache>,
+    pool: BufPool,
+    rx: Vec<PacketBuf>,
+    tx: TxOutput,
+    touched: Vec<u32>,
+    now: u64,
+}
+
+impl fmt::Debug for Datapath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Datapath")
+            .field("cfg", &self.cfg)
+            .field("ports", &self.port_numbers().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Datapath {
+    /// A datapath with no ports, classifying with the flow table behind `reader`.
+    pub fn new(reader: Reader, cfg: DatapathConfig) -> Datapath {
+        register_counters();
+        Datapath {
+            cfg,
+            slots: Vec::new(),
+            reader,
+            cache: (cfg.cache_entries > 0).then(|| ExactCache::new(cfg.cache_entries)),
+            pool: BufPool::new(cfg.buf_room, 4 * cfg.batch.max(1)),
+            rx: Vec::with_capacity(cfg.batch),
+            tx: TxOutput::new(),
+            touched: Vec::new(),
+            now: 0,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &DatapathConfig {
+        &self.cfg
+    }
+
+    /// Adds `port` as number `number` (the number rules use in `in_port` / `output`).
+    pub fn add_port(
+        &mut self,
+        number: u32,
+        port: Box<dyn Port>,
+        opts: PortOptions,
+    ) -> Result<(), DatapathError> {
+        let i = number as usize;
+        if self.slots.get(i).is_some_and(Option::is_some) {
+            return Err(DatapathError::PortExists(number));
+        }
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        let device = port.device();
+        self.slots[i] = Some(Slot {
+            port,
+            device,
+            opts,
+            gro: opts.gro.then(|| GroEngine::new(self.gro_config())),
+            gro_total: GroStats::default(),
+            stats: PortStats::default(),
+        });
+        Ok(())
+    }
+
+    fn gro_config(&self) -> GroConfig {
+        let mut g = self.cfg.gro;
+        g.parse = self.cfg.parse;
+        g
+    }
+
+    /// Removes port `number` (its held GRO packets are dropped) and gives it back.
+    pub fn remove_port(&mut self, number: u32) -> Option<Box<dyn Port>> {
+        let slot = self.slots.get_mut(number as usize)?.take()?;
+        Some(slot.port)
+    }
+
+    /// The port with number `number`.
+    pub fn port(&self, number: u32) -> Option<&dyn Port> {
+        self.slot(number).map(|s| &*s.port)
+    }
+
+    /// The numbers of the ports, ascending.
+    pub fn port_numbers(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| i as u32)
+    }
+
+    fn slot(&self, number: u32) -> Option<&Slot> {
+        self.slots.get(number as usize)?.as_ref()
+    }
+
+    fn slot_mut(&mut self, number: u32) -> Result<&mut Slot, DatapathError> {
+        self.slots
+            .get_mut(number as usize)
+            .and_then(Option::as_mut)
+            .ok_or(DatapathError::NoSuchPort(number))
+    }
+
+    /// The port's options.
+    pub fn options(&self, number: u32) -> Option<PortOptions> {
+        self.slot(number).map(|s| s.opts)
+    }
+
+    /// The port's counters.
+    pub fn stats(&self, number: u32) -> Option<PortStats> {
+        self.slot(number).map(|s| {
+            let mut st = s.stats;
+            st.port = s.port.drops();
+            st.gro = s.gro_stats();
+            st
+        })
+    }
+
+    /// The port's transmit device (as the datapath uses it).
+    pub fn device(&self, number: u32) -> Option<Device> {
+        self.slot(number).map(|s| s.device)
+    }
+
+    /// Turns software GRO on or off for port `number`; turning it off first sends what the
+    /// engine holds.
+    pub fn set_gro(&mut self, number: u32, on: bool) -> Result<(), DatapathError> {
+        let g = self.gro_config();
+        let slot = self.slot_mut(number)?;
+        slot.opts.gro = on;
+        if on && slot.gro.is_none() {
+            slot.gro = Some(GroEngine::new(g));
+        }
+        if !on {
+            if let Some(mut engine) = slot.gro.take() {
+                engine.flush(sluice_offload::gro::FlushReason::Manual);
+                let stats = *engine.stats();
+                add_gro(&mut slot.gro_total, &stats);
+                self.drain_gro_engine(number, &mut engine);
+            }
+        }
+        Ok(())
+    }
+
+    /// Turns a device feature of port `number` on or off (as `ethtool -K`); the datapath uses
+    /// the new device from the next packet on.
+    pub fn set_feature(
+        &mut self,
+        number: u32,
+        feature: Feature,
+        on: bool,
+    ) -> Result<(), DatapathError> {
+        let slot = self.slot_mut(number)?;
+        slot.port
+            .set_feature(feature, on)
+            .map_err(DatapathError::Port)?;
+        slot.device = slot.port.device();
+        Ok(())
+    }
+
+    /// Features of port `number` the port can change.
+    pub fn changeable(&self, number: u32) -> Option<Features> {
+        self.slot(number).map(|s| s.port.changeable())
+    }
+
+    /// Descriptors to wait on for readability.
+    pub fn fds(&self, out: &mut Vec<RawFd>) {
+        out.clear();
+        out.extend(self.slots.iter().flatten().filter_map(|s| s.port.fd()));
+    }
+
+    /// Buffers allocated by the pool so far (flat in steady state).
+    pub fn buffers_allocated(&self) -> u64 {
+        self.pool.allocated()
+    }
+
+    /// One pass over every port: receives up to a batch from each and forwards it. Returns the
+    /// number of frames received.
+    pub fn poll_once(&mut self) -> usize {
+        DP_POLLS.inc();
+        self.now = self.now.wrapping_add(1);
+        let mut total = 0;
+        for i in 0..self.slots.len() {
+            total += self.poll_port(i as u32);
+        }
+        self.flush_touched();
+        total
+    }
+
+    fn poll_port(&mut self, number: u32) -> usize {
+        let batch = self.cfg.batch;
+        let Some(Some(slot)) = self.slots.get_mut(number as usize) else {
+            return 0;
+        };
+        self.rx.clear();
+        let n = match slot.port.recv(&mut self.pool, &mut self.rx, batch) {
+            Ok(n) => n,
+            Err(_) => {
+                slot.stats.rx_errors += 1;
+                DP_RX_ERRORS.inc();
+                0
+            }
+        };
+        if self.rx.is_empty() {
+            return n;
+        }
+        DP_RX_PACKETS.add(self.rx.len() as u64);
+        for p in &mut self.rx {
+            p.in_port = number;
+            slot.stats.rx_packets += 1;
+            slot.stats.rx_bytes += p.len() as u64;
+        }
+        let mut rx = std::mem::take(&mut self.rx);
+        if let Some(mut engine) = slot.gro.take() {
+            let before = *engine.stats();
+            for p in rx.drain(..) {
+                engine.receive(p.frame(), p.meta, self.now);
+                self.pool.put(p);
+            }
+            engine.end_batch(self.now);
+            let after = *engine.stats();
+            GRO_FRAMES_IN.add(after.frames_in - before.frames_in);
+            GRO_MERGED_SEGMENTS.add(after.merged_segments - before.merged_segments);
+            GRO_MERGED_PACKETS.add(after.merged_packets - before.merged_packets);
+            GRO_NOT_MERGEABLE.add(after.not_mergeable - before.not_mergeable);
+            self.drain_gro_engine(number, &mut engine);
+            if let Some(Some(slot)) = self.slots.get_mut(number as usize) {
+                slot.gro = Some(engine);
+            }
+        } else {
+            let snap = self.reader.snapshot();
+            for mut p in rx.drain(..) {
+                self.process(&snap, &mut p);
+                self.pool.put(p);
+            }
+        }
+        self.rx = rx;
+        n
+    }
+
+    fn drain_gro_engine(&mut self, number: u32, engine: &mut GroEngine) {
+        if engine.output_len() == 0 {
+            return;
+        }
+        let snap = self.reader.snapshot();
+        while let Some(g) = engine.pop_output() {
+            let mut p = PacketBuf::from_vec(g.frame);
+            p.meta = g.meta;
+            p.in_port = number;
+            self.process(&snap, &mut p);
+            engine.recycle(p.into_vec());
+        }
+    }
+
+    /// Classifies `p` and runs its actions.
+    fn process(&mut self, snap: &sluice_flow::Snapshot, p: &mut PacketBuf) {
+        let in_port = p.in_port;
+        let (layout, err) = sluice_wire::parse_partial(p.frame(), &self.cfg.parse);
+        if err.is_some() {
+            DP_PARSE_PARTIAL.inc();
+        }
+        let key = FlowKey::extract(p.frame(), &layout, in_port);
+        let hit = match self.cache.as_mut() {
+            Some(c) => snap.lookup_cached(c, &key),
+            None => snap.lookup(&key),
+        };
+        let Some(hit) = hit else {
+            DP_NO_MATCH_DROPS.inc();
+            if let Some(s) = self
+                .slots
+                .get_mut(in_port as usize)
+                .and_then(Option::as_mut)
+            {
+                s.stats.rx_no_match += 1;
+            }
+            return;
+        };
+        let list = hit.actions.as_slice();
+        let mut sent = false;
+        for a in list {
+            match a {
+                Action::Output(out) => {
+                    self.transmit(*out, p);
+                    sent = true;
+                }
+                Action::Drop => break,
+                other => {
+                    if actions::apply(p, other, &self.cfg.parse).is_err() {
+                        DP_ACTION_ERRORS.inc();
+                        if let Some(s) = self
+                            .slots
+                            .get_mut(in_port as usize)
+                            .and_then(Option::as_mut)
+                        {
+                            s.stats.rx_action_errors += 1;
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+        if !sent {
+            DP_DROP_ACTION.inc();
+            if let Some(s) = self
+                .slots
+                .get_mut(in_port as usize)
+                .and_then(Option::as_mut)
+            {
+                s.stats.rx_dropped_by_rule += 1;
+            }
+        }
+    }
+
+    /// Sends `p` as it is now out of port `out`, through transmit preparation for its device.
+    fn transmit(&mut self, out: u32, p: &PacketBuf) {
+        let Some(Some(slot)) = self.slots.get_mut(out as usize) else {
+            DP_BAD_OUTPUT.inc();
+            return;
+        };
+        let pkt = TxPacket::new(p.frame(), p.meta);
+        let mut sent = 0u64;
+        let mut bytes = 0u64;
+        let mut errors = 0u64;
+        match tx_prepare(&pkt, &slot.device, &mut self.tx) {
+            TxOutcome::Unchanged { work, .. } => match slot.port.send(p.frame(), &work) {
+                Ok(()) => {
+                    sent += 1;
+                    bytes += p.len() as u64;
+                }
+                Err(_) => errors += 1,
+            },
+            TxOutcome::Prepared { .. } => {
+                for (frame, work) in self.tx.frames() {
+                    match slot.port.send(frame, work) {
+                        Ok(()) => {
+                            sent += 1;
+                            bytes += frame.len() as u64;
+                        }
+                        Err(_) => errors += 1,
+                    }
+                }
+            }
+            TxOutcome::Dropped(_) => {
+                slot.stats.tx_prepare_drops += 1;
+                DP_TX_PREPARE_DROPS.inc();
+            }
+        }
+        slot.stats.tx_packets += sent;
+        slot.stats.tx_bytes += bytes;
+        slot.stats.tx_errors += errors;
+        DP_TX_FRAMES.add(sent);
+        DP_TX_ERRORS.add(errors);
+        if sent > 0 && !self.touched.contains(&out) {
+            self.touched.push(out);
+        }
+    }
+
+    fn flush_touched(&mut self) {
+        for &out in &self.touched {
+            if let Some(Some(slot)) = self.slots.get_mut(out as usize) {
+                if slot.port.flush().is_err() {
+                    slot.stats.tx_errors += 1;
+                    DP_TX_ERRORS.inc();
+                }
+            }
+        }
+        self.touched.clear();
+    }
+}

@@ -1,0 +1,309 @@
+//! The port interface the datapath drives, and an in-memory port for tests.
+//!
+//! A [`Port`] is one queue of one device: it receives frames without blocking (with the
+//! checksum and GSO state its device reported, as [`OffloadMeta`]), sends frames that
+//! [`sluice_offload::tx::tx_prepare`] prepared for its [`Device`] (with the [`DeviceWork`] left to
+//! the device), and reports and changes its device features at run time, as `ethtool -k/-K`
+//! does. Implementations that make system calls (TAP, `AF_PACKET`) live in `sluice-ports`; this
+//! crate has the trait and [`MemPort`].
+
+use crate::buf::{BufPool, PacketBuf};
+use sluice_offload::features::{Device, Feature, Features};
+use sluice_offload::tx::DeviceWork;
+use sluice_packet::virtio::{HdrFormat, VirtioError};
+use sluice_packet::OffloadMeta;
+use sluice_wire::ParseConfig;
+use std::collections::VecDeque;
+use std::fmt;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex};
+
+/// Why a port operation failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PortError {
+    /// A system call failed (with what was being done).
+    Io {
+        /// What the port was doing.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The port's device cannot have this feature (or cannot change it).
+    Feature {
+        /// The feature.
+        feature: Feature,
+        /// Why.
+        reason: String,
+    },
+    /// The frame or its device work cannot be sent on this port.
+    Unsendable(String),
+}
+
+impl fmt::Display for PortError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PortError::Io { context, source } => write!(f, "{context}: {source}"),
+            PortError::Feature { feature, reason } => {
+                write!(f, "feature {}: {reason}", feature.name())
+            }
+            PortError::Unsendable(why) => write!(f, "cannot send: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for PortError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PortError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl PortError {
+    /// An I/O error with context.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> PortError {
+        PortError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Frames a port refused or lost, by reason (kept by the port).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortDrops {
+    /// Received frames dropped: inconsistent `virtio_net_hdr` or unparsable with one.
+    pub rx_invalid: u64,
+    /// Received frames dropped: larger than the receive buffer.
+    pub rx_truncated: u64,
+    /// Frames the port failed to send.
+    pub tx_errors: u64,
+}
+
+/// One device queue the datapath polls and sends to. See the [module documentation](self).
+pub trait Port: Send {
+    /// The port's name (the interface name for TAP and `AF_PACKET`).
+    fn name(&self) -> &str;
+
+    /// The kind: `"tap"`, `"afpacket"`, `"pcap"`, `"memory"`.
+    fn kind(&self) -> &'static str;
+
+    /// The transmit device: features, MTU, envelope, GSO limits.
+    fn device(&self) -> Device;
+
+    /// Features the port could turn on (what `ethtool -k` shows as not `[fixed]`).
+    fn changeable(&self) -> Features;
+
+    /// Turns a feature on or off (as `ethtool -K`); the kernel side (e.g. `TUNSETOFFLOAD`) is
+    /// changed too. Fails, leaving everything as it was, if the device cannot do it.
+    fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError>;
+
+    /// Receives up to `max` frames without blocking, each in a buffer from `pool` with its
+    /// metadata set, appended to `out`. Returns how many were appended (0: nothing waiting).
+    /// Frames the port must refuse are dropped and counted in [`Port::drops`].
+    fn recv(
+        &mut self,
+        pool: &mut BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, PortError>;
+
+    /// Sends one frame prepared for [`Port::device`], with the work left to the device.
+    fn send(&mut self, frame: &[u8], work: &DeviceWork) -> Result<(), PortError>;
+
+    /// Pushes out frames [`Port::send`] queued (ports that batch their sends).
+    fn flush(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    /// A descriptor that becomes readable when frames wait (for `poll`), if any.
+    fn fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    /// Frames the port refused or lost.
+    fn drops(&self) -> PortDrops {
+        PortDrops::default()
+    }
+}
+
+/// Why [`rx_meta`] refused a received frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxError {
+    /// The `virtio_net_hdr` is inconsistent with the frame.
+    Vnet(VirtioError),
+    /// A vnet header asks for checksum or GSO work but the frame does not parse.
+    Unparsable,
+}
+
+/// Metadata for a received `frame`: offsets from parsing it with `cfg`, and the statuses and GSO
+/// request from its `virtio_net_hdr` (`vnet`: the raw header and its format) if the port
+/// receives one. A frame that does not parse gets offsets as far as parsing went and `Unknown`
+/// statuses (the datapath still forwards or drops it by rule); with a vnet header that asks for
+/// work, it is refused.
+pub fn rx_meta(
+    frame: &[u8],
+    vnet: Option<(&[u8], HdrFormat)>,
+    cfg: &ParseConfig,
+) -> Result<OffloadMeta, RxError> {
+    let (layout, err) = sluice_wire::parse_partial(frame, cfg);
+    match vnet {
+        None => Ok(OffloadMeta::from_layout(&layout)),
+        Some((raw, fmt)) => {
+            let r = sluice_offload::tx::decode_vnet_hdr(raw, fmt, frame, &layout);
+            match r {
+                Ok((h, m)) => {
+                    if err.is_some() && (h.flags != 0 || h.gso_type != 0) {
+                        return Err(RxError::Unparsable);
+                    }
+                    Ok(m)
+                }
+                Err(e) => Err(RxError::Vnet(e)),
+            }
+        }
+    }
+}
+
+/// What a [`MemPort`] sent: the frame and the work left to the device.
+pub type SentFrame = (Vec<u8>, DeviceWork);
+
+#[derive(Debug, Default)]
+struct MemQueues {
+    rx: VecDeque<(Vec<u8>, OffloadMeta)>,
+    tx: Vec<SentFrame>,
+}
+
+/// An in-memory port with settable device features, for tests and benchmarks: frames injected
+/// through its [`MemPortHandle`] are received; frames sent are kept for the handle to take.
+#[derive(Debug)]
+pub struct MemPort {
+    name: String,
+    device: Device,
+    changeable: Features,
+    queues: Arc<Mutex<MemQueues>>,
+    drops: PortDrops,
+}
+
+/// The test side of a [`MemPort`] (cloneable, usable from another thread).
+#[derive(Debug, Clone)]
+pub struct MemPortHandle {
+    queues: Arc<Mutex<MemQueues>>,
+}
+
+impl MemPort {
+    /// A port named `name` with transmit device `device`; every feature is changeable.
+    pub fn new(name: &str, device: Device) -> (MemPort, MemPortHandle) {
+        let queues = Arc::new(Mutex::new(MemQueues::default()));
+        (
+            MemPort {
+                name: name.to_string(),
+                device,
+                changeable: Features::ALL,
+                queues: Arc::clone(&queues),
+                drops: PortDrops::default(),
+            },
+            MemPortHandle { queues },
+        )
+    }
+}
+
+impl MemPortHandle {
+    /// Queues a frame for the port to receive, with its receive metadata.
+    pub fn inject(&self, frame: &[u8], meta: OffloadMeta) {
+        if let Ok(mut q) = self.queues.lock() {
+            q.rx.push_back((frame.to_vec(), meta));
+        }
+    }
+
+    /// Queues a frame with metadata from parsing it (statuses `Unknown`).
+    pub fn inject_frame(&self, frame: &[u8]) {
+        let (layout, _) = sluice_wire::parse_partial(frame, &ParseConfig::DEFAULT);
+        self.inject(frame, OffloadMeta::from_layout(&layout));
+    }
+
+    /// Takes every frame sent so far.
+    pub fn take_sent(&self) -> Vec<SentFrame> {
+        self.queues
+            .lock()
+            .map(|mut q| std::mem::take(&mut q.tx))
+            .unwrap_or_default()
+    }
+
+    /// Frames still waiting to be received.
+    pub fn pending(&self) -> usize {
+        self.queues.lock().map(|q| q.rx.len()).unwrap_or(0)
+    }
+}
+
+impl Port for MemPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn changeable(&self) -> Features {
+        self.changeable
+    }
+
+    fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
+        let f = Features::from(feature);
+        let apply = |set: Features| if on { set | f } else { set.without(f) };
+        self.device.features = apply(self.device.features);
+        self.device.vlan_features = apply(self.device.vlan_features);
+        self.device.hw_enc_features = apply(self.device.hw_enc_features);
+        Ok(())
+    }
+
+    fn recv(
+        &mut self,
+        pool: &mut BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, PortError> {
+        let Ok(mut q) = self.queues.lock() else {
+            return Ok(0);
+        };
+        let mut n = 0;
+        while n < max {
+            let Some((frame, meta)) = q.rx.pop_front() else {
+                break;
+            };
+            if frame.len() > pool.room() {
+                self.drops.rx_truncated += 1;
+                continue;
+            }
+            let mut b = pool.get();
+            b.set_frame(&frame);
+            b.meta = meta;
+            out.push(b);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn send(&mut self, frame: &[u8], work: &DeviceWork) -> Result<(), PortError> {
+        match self.queues.lock() {
+            Ok(mut q) => {
+                q.tx.push((frame.to_vec(), *work));
+                Ok(())
+            }
+            Err(_) => {
+                self.drops.tx_errors += 1;
+                Err(PortError::Unsendable("memory port poisoned".into()))
+            }
+        }
+    }
+
+    fn drops(&self) -> PortDrops {
+        self.drops
+    }
+}

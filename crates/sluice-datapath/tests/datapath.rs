@@ -1,0 +1,292 @@
+//! The datapath loop with in-memory ports: forwarding by rule, drops counted, software GSO for
+//! what the egress device lacks, GRO per port (switchable at run time), features changed at run
+//! time, and no buffer allocation in steady state.
+
+#[path = "../../sluice-offload/tests/gro_common/mod.rs"]
+mod gro_common;
+
+use gro_common::{stream, Seg};
+use sluice_datapath::{Datapath, DatapathConfig, MemPort, MemPortHandle, PortOptions};
+use sluice_flow::{parse_rule, BatchMode, FlowTable, PortNames, TableConfig};
+use sluice_offload::features::{Device, Feature, Features};
+use sluice_packet::verify::{verify_frame, Verdict};
+use sluice_packet::{CsumStatus, GsoType, OffloadMeta, Slot};
+use sluice_wire::ParseConfig;
+
+fn names() -> PortNames {
+    let mut n = PortNames::new();
+    n.insert("a", 1);
+    n.insert("b", 2);
+    n
+}
+
+fn table(rules: &[&str]) -> FlowTable {
+    let mut t = FlowTable::new(TableConfig::default());
+    let names = names();
+    let parsed = rules
+        .iter()
+        .map(|r| parse_rule(r, &names).expect("rule parses"))
+        .collect();
+    for r in t.insert_batch(parsed, BatchMode::AllOrNothing) {
+        r.expect("rule inserted");
+    }
+    t
+}
+
+fn with_ports(
+    t: &FlowTable,
+    a: Device,
+    b: Device,
+    gro_a: bool,
+) -> (Datapath, MemPortHandle, MemPortHandle) {
+    let mut dp = Datapath::new(t.reader(), DatapathConfig::default());
+    let (pa, ha) = MemPort::new("a", a);
+    let (pb, hb) = MemPort::new("b", b);
+    dp.add_port(1, Box::new(pa), PortOptions { gro: gro_a })
+        .expect("add a");
+    dp.add_port(2, Box::new(pb), PortOptions::default())
+        .expect("add b");
+    (dp, ha, hb)
+}
+
+/// Receive metadata as a NIC with rx checksum offload reports it: everything verified.
+fn good_meta(frame: &[u8]) -> OffloadMeta {
+    let layout = sluice_wire::parse(frame).expect("parses");
+    let mut m = OffloadMeta::from_layout(&layout);
+    let v = verify_frame(frame, &layout);
+    m.apply_verdicts(&v);
+    m
+}
+
+fn all_verify(frame: &[u8]) {
+    let layout = sluice_wire::parse_with(frame, &ParseConfig::DEFAULT).expect("sent frame parses");
+    let v = verify_frame(frame, &layout);
+    for (what, verdict) in [
+        ("ip", v.ip),
+        ("l4", v.l4),
+        ("inner ip", v.inner_ip),
+        ("inner l4", v.inner_l4),
+    ] {
+        assert_ne!(
+            verdict,
+            Verdict::Bad,
+            "a sent frame's {what} checksum does not verify: {v:?}"
+        );
+    }
+    assert_eq!(v.l4, Verdict::Good, "the L4 checksum is filled: {v:?}");
+}
+
+#[test]
+fn forwards_by_rule_and_counts_what_no_rule_matches() {
+    let t = table(&["prio 10 in_port a action output:b"]);
+    let (mut dp, ha, hb) = with_ports(
+        &t,
+        Device::new(Features::NONE),
+        Device::new(Features::NONE),
+        false,
+    );
+    let frames: Vec<Vec<u8>> = stream(&Seg::tcp4(1000, 1448), 5, 1448)
+        .iter()
+        .map(Seg::build)
+        .collect();
+    for f in &frames {
+        ha.inject_frame(f);
+    }
+    // Nothing matches traffic from b.
+    hb.inject_frame(&frames[0]);
+    dp.poll_once();
+    let sent = hb.take_sent();
+    assert_eq!(sent.len(), 5);
+    for ((got, work), want) in sent.iter().zip(&frames) {
+        assert_eq!(got, want, "forwarded unchanged");
+        assert_eq!(work.gso, None);
+    }
+    assert!(ha.take_sent().is_empty(), "nothing goes back to a");
+    let sa = dp.stats(1).expect("stats a");
+    let sb = dp.stats(2).expect("stats b");
+    assert_eq!(sa.rx_packets, 5);
+    assert_eq!(sb.tx_packets, 5);
+    assert_eq!(sb.rx_no_match, 1, "the unmatched frame is counted");
+}
+
+#[test]
+fn drop_rules_and_bad_outputs_are_counted() {
+    let t = table(&[
+        "prio 10 in_port a eth_type ipv4 ip_proto tcp action drop",
+        "prio 5 in_port a action output:7",
+    ]);
+    let (mut dp, ha, hb) = with_ports(
+        &t,
+        Device::new(Features::NONE),
+        Device::new(Features::NONE),
+        false,
+    );
+    ha.inject_frame(&Seg::tcp4(1, 100).build());
+    ha.inject_frame(&Seg::udp4(100, 1).build());
+    let before = sluice_datapath::datapath::DP_BAD_OUTPUT.value();
+    dp.poll_once();
+    assert!(hb.take_sent().is_empty());
+    assert_eq!(
+        dp.stats(1).expect("stats").rx_dropped_by_rule,
+        1,
+        "the TCP frame"
+    );
+    assert!(sluice_datapath::datapath::DP_BAD_OUTPUT.value() > before);
+}
+
+fn super_packet() -> (Vec<u8>, OffloadMeta, Vec<u8>) {
+    // One 43-segment TCP GSO packet with a partial checksum, as a TAP hands it over.
+    let seg = Seg::tcp4(7, 1448 * 43);
+    let frame = seg.build();
+    let mut meta = good_meta(&frame);
+    meta.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
+    (frame, meta, seg.payload.clone())
+}
+
+#[test]
+fn software_gso_only_for_what_the_egress_device_lacks() {
+    let t = table(&["prio 10 in_port a action output:b"]);
+    let (frame, meta, payload) = super_packet();
+
+    // b cannot segment: 43 frames, each verifies, payload in order.
+    let (mut dp, ha, hb) = with_ports(
+        &t,
+        Device::new(Features::ALL),
+        Device::new(Features::NONE),
+        false,
+    );
+    ha.inject(&frame, meta);
+    dp.poll_once();
+    let sent = hb.take_sent();
+    assert_eq!(sent.len(), 43);
+    let mut got = Vec::new();
+    for (f, w) in &sent {
+        assert!(f.len() <= 1514);
+        assert_eq!(w.gso, None);
+        all_verify(f);
+        let l = sluice_wire::parse(f).expect("parses");
+        got.extend_from_slice(&f[l.outer.payload.expect("payload")..]);
+    }
+    assert_eq!(got, payload);
+
+    // b has TSO: the super-packet goes out whole, the device does the work.
+    let tso = Features::TSO | Features::TX_CSUM_GENERIC | Features::TX_SG;
+    let (mut dp, ha, hb) = with_ports(&t, Device::new(Features::ALL), Device::new(tso), false);
+    ha.inject(&frame, meta);
+    dp.poll_once();
+    let sent = hb.take_sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        sent[0].1.gso.map(|g| (g.0, g.1)),
+        Some((GsoType::TcpV4, 1448))
+    );
+
+    // Turning TSO off at run time moves the work to software from the next packet on.
+    dp.set_feature(2, Feature::Tso, false)
+        .expect("feature change");
+    ha.inject(&frame, meta);
+    dp.poll_once();
+    assert_eq!(hb.take_sent().len(), 43);
+}
+
+#[test]
+fn gro_per_port_merges_and_can_be_switched_off() {
+    let t = table(&["prio 10 in_port a action output:b"]);
+    let tso = Features::TSO | Features::TX_CSUM_GENERIC | Features::TX_SG;
+    let (mut dp, ha, hb) = with_ports(&t, Device::new(Features::ALL), Device::new(tso), true);
+    let segs = stream(&Seg::tcp4(1000, 1448), 20, 1448);
+    for s in &segs {
+        let f = s.build();
+        ha.inject(&f, good_meta(&f));
+    }
+    dp.poll_once();
+    let sent = hb.take_sent();
+    assert_eq!(sent.len(), 1, "20 segments of one flow become one packet");
+    let (f, w) = &sent[0];
+    assert_eq!(w.gso.map(|g| (g.0, g.1)), Some((GsoType::TcpV4, 1448)));
+    let l = sluice_wire::parse(f).expect("parses");
+    let want: Vec<u8> = segs.iter().flat_map(|s| s.payload.clone()).collect();
+    assert_eq!(&f[l.outer.payload.expect("payload")..], &want[..]);
+    let st = dp.stats(1).expect("stats");
+    assert_eq!(st.gro.merged_segments, 19);
+
+    dp.set_gro(1, false).expect("gro off");
+    for s in &segs {
+        let f = s.build();
+        ha.inject(&f, good_meta(&f));
+    }
+    dp.poll_once();
+    assert_eq!(hb.take_sent().len(), 20, "GRO off: frames pass one by one");
+}
+
+#[test]
+fn a_bad_checksum_is_forwarded_bad_never_fixed() {
+    let t = table(&["prio 10 in_port a action output:b"]);
+    let (mut dp, ha, hb) = with_ports(
+        &t,
+        Device::new(Features::ALL),
+        Device::new(Features::NONE),
+        true,
+    );
+    let mut f = Seg::tcp4(1, 500).build();
+    let last = f.len() - 1;
+    f[last] ^= 0xff;
+    ha.inject_frame(&f);
+    let layout = sluice_wire::parse(&f).expect("parses");
+    let mut meta = OffloadMeta::from_layout(&layout);
+    meta.apply_verdicts(&verify_frame(&f, &layout));
+    assert_eq!(meta.status(Slot::OuterL4), CsumStatus::Bad);
+    ha.inject(&f, meta);
+    dp.poll_once();
+    let sent = hb.take_sent();
+    assert_eq!(sent.len(), 2);
+    for (g, _) in &sent {
+        assert_eq!(g, &f, "the corrupted frame goes out as it came");
+    }
+}
+
+#[test]
+fn buffers_are_recycled_in_steady_state() {
+    let t = table(&["prio 10 in_port a action output:b"]);
+    let (mut dp, ha, hb) = with_ports(
+        &t,
+        Device::new(Features::ALL),
+        Device::new(Features::NONE),
+        false,
+    );
+    let frames: Vec<Vec<u8>> = stream(&Seg::tcp4(1, 1448), 64, 1448)
+        .iter()
+        .map(Seg::build)
+        .collect();
+    let run = |dp: &mut Datapath| {
+        for f in &frames {
+            ha.inject_frame(f);
+        }
+        dp.poll_once();
+        assert_eq!(hb.take_sent().len(), 64);
+    };
+    run(&mut dp);
+    let warm = dp.buffers_allocated();
+    for _ in 0..50 {
+        run(&mut dp);
+    }
+    assert_eq!(dp.buffers_allocated(), warm, "no new buffers once warm");
+}
+
+#[test]
+fn ports_can_be_removed_and_numbers_reused() {
+    let t = table(&["prio 10 in_port a action output:b"]);
+    let (mut dp, _ha, _hb) = with_ports(
+        &t,
+        Device::new(Features::NONE),
+        Device::new(Features::NONE),
+        false,
+    );
+    let (p, _h) = MemPort::new("x", Device::new(Features::NONE));
+    assert!(dp.add_port(2, Box::new(p), PortOptions::default()).is_err());
+    assert!(dp.remove_port(2).is_some());
+    let (p, _h) = MemPort::new("x", Device::new(Features::NONE));
+    dp.add_port(2, Box::new(p), PortOptions::default())
+        .expect("number 2 is free again");
+    assert_eq!(dp.port_numbers().collect::<Vec<_>>(), vec![1, 2]);
+}

@@ -10,8 +10,8 @@
 //! `NEEDS_CSUM` vnet header then has its `csum_start` (and a non-zero `hdr_len`) moved by the 4
 //! inserted bytes, so the header describes the frame as returned.
 //!
-//! One frame per system call for now; batched receive (`recvmmsg` or a `TPACKET_V3` ring) and
-//! batched send (`sendmmsg`) are left for the switch's data path.
+//! [`PacketSocket::try_recv_batch`] receives up to [`RECV_BATCH`] frames per system call
+//! (`recvmmsg`); sends are one frame per call (`sendmmsg` or a `TPACKET` ring are left for later).
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 pub const PACKET_VNET_HDR_LEN: usize = 10;
 /// Bytes a receive buffer needs in front of the frame for a reinserted VLAN tag.
 pub const VLAN_HEADROOM: usize = 4;
+/// Most frames [`PacketSocket::try_recv_batch`] receives in one system call.
+pub const RECV_BATCH: usize = 32;
 /// `sll_pkttype` of frames this host sent on the interface (`PACKET_OUTGOING`).
 pub const PACKET_OUTGOING: u8 = 4;
 
@@ -187,6 +189,23 @@ impl PacketSocket {
         if !self.wait_readable(timeout)? {
             return Ok(None);
         }
+        self.recv_now(buf, 0)
+    }
+
+    /// Receives one frame if one is queued, without waiting and without a `poll` (one
+    /// `recvmsg` with `MSG_DONTWAIT`); `None` when nothing is queued. Otherwise as
+    /// [`PacketSocket::recv`].
+    pub fn try_recv(&self, buf: &mut [u8]) -> io::Result<Option<RecvFrame>> {
+        if buf.len() <= VLAN_HEADROOM + 14 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "receive buffer too small",
+            ));
+        }
+        self.recv_now(buf, libc::MSG_DONTWAIT)
+    }
+
+    fn recv_now(&self, buf: &mut [u8], flags: libc::c_int) -> io::Result<Option<RecvFrame>> {
         let mut vnet = [0u8; PACKET_VNET_HDR_LEN];
         let (_, data) = buf.split_at_mut(VLAN_HEADROOM);
         let mut iov = [
@@ -214,7 +233,7 @@ impl PacketSocket {
         msg.msg_controllen = size_of::<[u64; 16]>();
         // SAFETY: every pointer in `msg` (name, iovecs into `vnet` and `buf`, control) is valid
         // for writes of the stated lengths for the duration of the call.
-        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
+        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_TRUNC | flags) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted {
@@ -222,22 +241,125 @@ impl PacketSocket {
             }
             return Err(with_context(e, "recvmsg(AF_PACKET)"));
         }
-        let total = n as usize;
+        let vlan = self.vlan_from_control(&msg);
+        Ok(Some(self.finish_frame(
+            buf,
+            n as usize,
+            vnet,
+            vlan,
+            from.sll_pkttype,
+        )))
+    }
+
+    /// Receives up to [`RECV_BATCH`] queued frames in one `recvmmsg` (`MSG_DONTWAIT`): frame `i`
+    /// goes into `room(&mut bufs[i])` (laid out as with [`PacketSocket::recv`]) and is described
+    /// by `out[i]` (`out` is cleared first). Returns how many were received (0: nothing queued).
+    /// Every room must be longer than [`VLAN_HEADROOM`] + 14; only as many buffers as fit
+    /// [`RECV_BATCH`] are used.
+    pub fn try_recv_batch<T>(
+        &self,
+        bufs: &mut [T],
+        room: impl for<'a> Fn(&'a mut T) -> &'a mut [u8],
+        out: &mut Vec<RecvFrame>,
+    ) -> io::Result<usize> {
+        out.clear();
+        let n = bufs.len().min(RECV_BATCH);
+        if n == 0 {
+            return Ok(0);
+        }
+        let empty_iov = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        let mut vnets = [[0u8; PACKET_VNET_HDR_LEN]; RECV_BATCH];
+        let mut iovs = [[empty_iov; 2]; RECV_BATCH];
+        let mut controls = [[0u64; 16]; RECV_BATCH];
+        // SAFETY: sockaddr_ll and mmsghdr are plain old data; all-zero is valid.
+        let mut froms: [libc::sockaddr_ll; RECV_BATCH] = unsafe { zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; RECV_BATCH] = unsafe { zeroed() };
+        let iov_skip = usize::from(!self.config.vnet_hdr);
+        for (i, b) in bufs.iter_mut().take(n).enumerate() {
+            let r = room(b);
+            if r.len() <= VLAN_HEADROOM + 14 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "receive buffer too small",
+                ));
+            }
+            let data = &mut r[VLAN_HEADROOM..];
+            iovs[i] = [
+                libc::iovec {
+                    iov_base: vnets[i].as_mut_ptr() as *mut libc::c_void,
+                    iov_len: PACKET_VNET_HDR_LEN,
+                },
+                libc::iovec {
+                    iov_base: data.as_mut_ptr() as *mut libc::c_void,
+                    iov_len: data.len(),
+                },
+            ];
+        }
+        for i in 0..n {
+            let m = &mut msgs[i].msg_hdr;
+            m.msg_name = &mut froms[i] as *mut libc::sockaddr_ll as *mut libc::c_void;
+            m.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            m.msg_iov = iovs[i][iov_skip..].as_mut_ptr();
+            m.msg_iovlen = 2 - iov_skip;
+            m.msg_control = controls[i].as_mut_ptr() as *mut libc::c_void;
+            m.msg_controllen = size_of::<[u64; 16]>();
+        }
+        // SAFETY: each of the first `n` mmsghdrs points at its own name, control and iovecs
+        // (into `vnets` and the callers' buffers, which are not touched or moved during the
+        // call), all valid for writes of the stated lengths; no timeout is passed.
+        let got = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_TRUNC | libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if got < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted {
+                return Ok(0);
+            }
+            return Err(with_context(e, "recvmmsg(AF_PACKET)"));
+        }
+        let got = (got as usize).min(n);
+        for (i, b) in bufs.iter_mut().take(got).enumerate() {
+            let vlan = self.vlan_from_control(&msgs[i].msg_hdr);
+            let total = msgs[i].msg_len as usize;
+            out.push(self.finish_frame(room(b), total, vnets[i], vlan, froms[i].sll_pkttype));
+        }
+        Ok(got)
+    }
+
+    /// Describes a frame of `total` bytes (vnet header included) received into
+    /// `buf[VLAN_HEADROOM..]`, reinserting `vlan`.
+    fn finish_frame(
+        &self,
+        buf: &mut [u8],
+        total: usize,
+        vnet: [u8; PACKET_VNET_HDR_LEN],
+        vlan: Option<VlanTag>,
+        pkt_type: u8,
+    ) -> RecvFrame {
         let hdr_len = if self.config.vnet_hdr {
             PACKET_VNET_HDR_LEN
         } else {
             0
         };
         let wire_len = total.saturating_sub(hdr_len);
-        let len = wire_len.min(data.len());
-        let vlan = self.vlan_from_control(&msg);
+        let len = wire_len.min(buf.len().saturating_sub(VLAN_HEADROOM));
         let mut frame = RecvFrame {
             offset: VLAN_HEADROOM,
             len,
             wire_len,
             vnet_hdr: self.config.vnet_hdr.then_some(vnet),
             vlan,
-            pkt_type: from.sll_pkttype,
+            pkt_type,
         };
         if let Some(tag) = vlan {
             if len >= 12 {
@@ -252,7 +374,7 @@ impl PacketSocket {
                 }
             }
         }
-        Ok(Some(frame))
+        frame
     }
 
     /// Discards every queued frame; returns how many.

@@ -8,6 +8,12 @@
 //!   `TUNSETOFFLOAD` with per-bit fallback) and optionally NAPI ([`Tap`]).
 //! - [`afpacket`]: `AF_PACKET` raw sockets with `PACKET_VNET_HDR` and `PACKET_AUXDATA`; VLAN tags
 //!   that the kernel moved out of the data are put back into the frame ([`PacketSocket`]).
+//! - [`port_tap`]: the switch's TAP port ([`TapPort`]), a [`sluice_datapath::Port`] whose device
+//!   features follow the negotiated `TUN_F_*` offloads.
+//! - [`port_afpacket`]: the switch's `AF_PACKET` port ([`AfPacketPort`]) on a veth end or NIC,
+//!   with the interface's `ethtool -k` features as its device.
+//! - [`poll`]: waiting on several ports' descriptors ([`poll::wait_readable`]); [`signal`]: stop
+//!   on `SIGINT`/`SIGTERM` ([`signal::stop_on_signals`]).
 //! - [`oracle`]: the running kernel used as the reference GSO ([`GsoOracle`]) and GRO
 //!   ([`GroOracle`]) implementation for Sluice's kernel-parity tests (method in
 //!   `docs/kernel-oracle.md`).
@@ -18,11 +24,17 @@
 pub mod afpacket;
 pub mod netns;
 pub mod oracle;
+pub mod poll;
+pub mod port_afpacket;
+pub mod port_tap;
+pub mod signal;
 pub mod tap;
 
 pub use afpacket::{AfPacketConfig, PacketSocket, RecvFrame, VlanTag};
 pub use netns::{Netns, VethPair};
 pub use oracle::{GroOracle, GroOracleConfig, GroOutput, GsoOracle, GsoOracleConfig, OracleError};
+pub use port_afpacket::{AfPacketPort, AfPacketPortConfig};
+pub use port_tap::{work_to_vnet, TapPort, TapPortConfig};
 pub use tap::{Tap, TapConfig};
 
 /// Fails with a clear message unless the process runs as root (effective uid 0).

@@ -214,6 +214,39 @@ fn sweep_stale(prefix: &str) {
     }
 }
 
+/// Runs `f` on a fresh thread joined to the named namespace `name` (as `ip netns` names it, in
+/// `/run/netns`), which this process need not own (see [`Netns::enter`]).
+pub fn enter_named<F, R>(name: &str, f: F) -> io::Result<R>
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad network namespace name {name:?}"),
+        ));
+    }
+    let path = Path::new(NETNS_RUN_DIR).join(name);
+    let handle = File::open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display())))?;
+    std::thread::scope(|scope| {
+        let joined = scope.spawn(move || {
+            // SAFETY: `handle` is an open namespace file for the whole call; setns only changes
+            // this (fresh, scoped) thread's network namespace.
+            let rc = unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(f())
+        });
+        match joined.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 /// `if_nametoindex(3)` in the calling thread's network namespace.
 pub fn if_nametoindex(ifname: &str) -> io::Result<u32> {
     let c = CString::new(ifname)

@@ -1,0 +1,535 @@
+//! The switch's `AF_PACKET` port: a [`PacketSocket`] bound to one interface (a veth end, a NIC)
+//! with `PACKET_VNET_HDR` and `PACKET_AUXDATA`, behind the datapath's [`Port`] interface.
+//!
+//! **Features.** The transmit [`Device`] mirrors the interface's features as `ethtool -k`
+//! reports them (so `tx_prepare` does in software what the interface would not), limited to what
+//! a 10-byte `virtio_net_hdr` on a packet socket can ask the kernel for ([`AFPACKET_TX_MASK`]):
+//! `NEEDS_CSUM` (a ones'-complement fill from `csum_start`) and TCPv4/TCPv6/UDP-L4 GSO. Never
+//! advertised, even when the interface has them: VLAN insertion (no field for it), IPv4 header
+//! checksums, SCTP CRC32c, UFO and tunnel GSO. Encapsulated packets get only generic checksum
+//! filling and scatter-gather (an IPv4/IPv6-only checksum engine would parse the outer headers).
+//! [`Port::set_feature`] runs `ethtool -K IF NAME on|off` in the interface's namespace and
+//! re-reads the features (the kernel may change dependent ones, e.g. no TSO without checksum
+//! offload).
+//!
+//! **Receive.** Up to [`RECV_BATCH`] frames per `recvmmsg`. Frames this host sends on the interface are not received
+//! (`PACKET_IGNORE_OUTGOING`, and `PACKET_OUTGOING` frames are skipped should the kernel lack
+//! it). VLAN tags the kernel moved out of the frame are put back. The vnet header reports
+//! checksum-partial frames (from a veth peer's stack) and GSO super-frames (from GRO, or a veth
+//! peer's TSO) as the kernel holds them.
+
+use crate::afpacket::{AfPacketConfig, PacketSocket, RecvFrame, PACKET_VNET_HDR_LEN, RECV_BATCH};
+use crate::netns::run_command;
+use crate::port_tap::{read_mtu, work_to_vnet};
+use sluice_datapath::buf::{BufPool, PacketBuf};
+use sluice_datapath::port::{rx_meta, Port, PortDrops, PortError};
+use sluice_offload::features::{Device, Feature, Features};
+use sluice_offload::tx::DeviceWork;
+use sluice_packet::virtio::HdrFormat;
+use sluice_wire::ParseConfig;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+/// `PACKET_IGNORE_OUTGOING` (Linux 4.20+).
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+
+/// The vnet header format of an `AF_PACKET` port (`virtio_net_hdr`, 10 bytes).
+pub const AFPACKET_HDR_FORMAT: HdrFormat = HdrFormat::V0;
+
+/// Transmit features a packet socket with `PACKET_VNET_HDR` can use.
+pub const AFPACKET_TX_MASK: Features = Features::TX_SG
+    .union(Features::TX_FRAGLIST)
+    .union(Features::TX_CSUM_IPV4)
+    .union(Features::TX_CSUM_IPV6)
+    .union(Features::TX_CSUM_GENERIC)
+    .union(Features::TSO)
+    .union(Features::TSO6)
+    .union(Features::TSO_ECN)
+    .union(Features::TSO_MANGLEID)
+    .union(Features::USO);
+
+/// Transmit features that matter for [`Port::set_feature`]'s "cannot use it" check.
+const TX_FEATURES: Features = Features::CSUM_MASK
+    .union(Features::GSO_MASK)
+    .union(Features::VLAN_INSERT)
+    .union(Features::TX_SG)
+    .union(Features::TX_FRAGLIST);
+
+/// How to open an [`AfPacketPort`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfPacketPortConfig {
+    /// Put the interface in promiscuous mode while the port is open (a switch port wants every
+    /// frame; default on).
+    pub promisc: bool,
+    /// How received frames are parsed (tunnel ports).
+    pub parse: ParseConfig,
+}
+
+impl Default for AfPacketPortConfig {
+    fn default() -> Self {
+        AfPacketPortConfig {
+            promisc: true,
+            parse: ParseConfig::DEFAULT,
+        }
+    }
+}
+
+/// One `ethtool -k` line: a feature Sluice knows, whether it is on and whether it is fixed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EthtoolFeature {
+    /// The feature.
+    pub feature: Feature,
+    /// `on`.
+    pub on: bool,
+    /// `[fixed]`: cannot be changed.
+    pub fixed: bool,
+}
+
+/// `ethtool -k` shows these features under their legacy long names only.
+const ETHTOOL_ALIASES: [(&str, Feature); 5] = [
+    ("rx-checksumming", Feature::RxCsum),
+    ("generic-receive-offload", Feature::RxGro),
+    ("large-receive-offload", Feature::RxLro),
+    ("rx-vlan-offload", Feature::RxVlanCtagParse),
+    ("tx-vlan-offload", Feature::VlanCtagInsert),
+];
+
+/// Parses `ethtool -k` output (`name: on|off [fixed]` lines); names Sluice does not know are
+/// skipped, the legacy long names of `rx-checksum`, `rx-gro`, `rx-lro`, `rx-vlan-hw-parse` and
+/// `tx-vlan-hw-insert` are understood.
+pub fn parse_ethtool_features(text: &str) -> Vec<EthtoolFeature> {
+    text.lines()
+        .filter_map(|line| {
+            let (name, state) = line.trim().split_once(':')?;
+            let name = name.trim();
+            let feature = match ETHTOOL_ALIASES.iter().find(|(alias, _)| *alias == name) {
+                Some(&(_, f)) => f,
+                None => name.parse::<Feature>().ok()?,
+            };
+            let mut words = state.split_whitespace();
+            let on = match words.next()? {
+                "on" => true,
+                "off" => false,
+                _ => return None,
+            };
+            Some(EthtoolFeature {
+                feature,
+                on,
+                fixed: state.contains("[fixed]"),
+            })
+        })
+        .collect()
+}
+
+/// The transmit device of an `AF_PACKET` port on an interface with `ethtool -k` state
+/// `features`, MTU `mtu` and GSO limits: see the [module documentation](self). Enforces Linux's
+/// `netdev_fix_features` rules (segmentation needs scatter-gather, which needs checksum offload).
+pub fn afpacket_device(
+    features: &[EthtoolFeature],
+    mtu: u32,
+    gso_max_size: u32,
+    gso_max_segs: u32,
+) -> Device {
+    let mut f = features
+        .iter()
+        .filter(|e| e.on)
+        .fold(Features::NONE, |acc, e| acc | Features::of(e.feature))
+        & AFPACKET_TX_MASK;
+    let csum = Features::TX_CSUM_IPV4 | Features::TX_CSUM_IPV6 | Features::TX_CSUM_GENERIC;
+    if !f.intersects(csum) {
+        f = f.without(Features::TX_SG | Features::TX_FRAGLIST);
+    }
+    if !f.has(Feature::TxSg) {
+        f = f.without(Features::GSO_MASK);
+    }
+    let enc = f & (Features::TX_CSUM_GENERIC | Features::TX_SG | Features::TX_FRAGLIST);
+    Device {
+        features: f,
+        vlan_features: f,
+        hw_enc_features: enc,
+        multi_tag: false,
+        gso_max_size,
+        gso_max_segs,
+        mtu,
+        envelope: 4,
+    }
+}
+
+/// An `AF_PACKET` socket on one interface as a datapath [`Port`]. See the
+/// [module documentation](self).
+#[derive(Debug)]
+pub struct AfPacketPort {
+    sock: PacketSocket,
+    ifname: String,
+    /// The network namespace the port was opened in (for `ethtool`).
+    netns: File,
+    ethtool: Vec<EthtoolFeature>,
+    device: Device,
+    parse: ParseConfig,
+    drops: PortDrops,
+    /// Reused receive batch: buffers and their descriptions.
+    batch: Vec<PacketBuf>,
+    frames: Vec<RecvFrame>,
+}
+
+impl AfPacketPort {
+    /// Binds to `ifname` in the calling thread's network namespace (see
+    /// [`crate::Netns::enter`]) with `PACKET_VNET_HDR`, `PACKET_AUXDATA`, optionally promiscuous,
+    /// non-blocking, and reads its features (`ethtool -k`), MTU and GSO limits (`ip -d link`).
+    /// Later `ethtool` calls run in the same namespace, from any thread.
+    pub fn open(ifname: &str, cfg: &AfPacketPortConfig) -> Result<AfPacketPort, PortError> {
+        let netns = File::open("/proc/thread-self/ns/net")
+            .map_err(|e| PortError::io("open /proc/thread-self/ns/net", e))?;
+        let scfg = AfPacketConfig {
+            vnet_hdr: true,
+            auxdata: true,
+            promisc: cfg.promisc,
+        };
+        let sock = PacketSocket::bind(ifname, &scfg)
+            .map_err(|e| PortError::io(format!("AF_PACKET socket on {ifname:?}"), e))?;
+        crate::tap::set_nonblocking(sock.as_raw_fd(), true)
+            .map_err(|e| PortError::io(format!("O_NONBLOCK on AF_PACKET {ifname}"), e))?;
+        let one: libc::c_int = 1;
+        // SAFETY: `one` is a live c_int and the length passed is its size. Failure (kernels
+        // before 4.20) is fine: outgoing frames are also skipped in `recv`.
+        let _ = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_PACKET,
+                PACKET_IGNORE_OUTGOING,
+                &one as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        let mtu = read_mtu(Some(sock.as_raw_fd()), ifname)
+            .map_err(|e| PortError::io(format!("SIOCGIFMTU {ifname}"), e))?;
+        let mut port = AfPacketPort {
+            sock,
+            ifname: ifname.to_string(),
+            netns,
+            ethtool: Vec::new(),
+            device: Device::new(Features::NONE).with_mtu(mtu),
+            parse: cfg.parse,
+            drops: PortDrops::default(),
+            batch: Vec::with_capacity(RECV_BATCH),
+            frames: Vec::with_capacity(RECV_BATCH),
+        };
+        port.reread()?;
+        Ok(port)
+    }
+
+    /// The interface name.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// The interface's features as `ethtool -k` reported them last (those Sluice knows).
+    pub fn ethtool_features(&self) -> &[EthtoolFeature] {
+        &self.ethtool
+    }
+
+    /// The underlying [`PacketSocket`].
+    pub fn socket(&self) -> &PacketSocket {
+        &self.sock
+    }
+
+    /// Re-reads the interface's features, MTU and GSO limits (after someone changed them with
+    /// `ethtool -K` or `ip link set`).
+    pub fn reread(&mut self) -> Result<(), PortError> {
+        let name = self.ifname.clone();
+        let text = self
+            .run(&["ethtool", "-k", &name])
+            .map_err(|e| PortError::io(format!("ethtool -k {name}"), e))?;
+        let link = self
+            .run(&["ip", "-d", "link", "show", "dev", &name])
+            .map_err(|e| PortError::io(format!("ip -d link show {name}"), e))?;
+        let mtu = read_mtu(Some(self.sock.as_raw_fd()), &name)
+            .map_err(|e| PortError::io(format!("SIOCGIFMTU {name}"), e))?;
+        let size = link_value(&link, "gso_max_size").unwrap_or(65536);
+        let segs = link_value(&link, "gso_max_segs").unwrap_or(65535);
+        self.ethtool = parse_ethtool_features(&text);
+        self.device = afpacket_device(&self.ethtool, mtu, size, segs);
+        Ok(())
+    }
+
+    /// Runs a command in the port's network namespace.
+    fn run(&self, args: &[&str]) -> io::Result<String> {
+        let Some((program, rest)) = args.split_first() else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command"));
+        };
+        let fd = self.netns.as_raw_fd();
+        std::thread::scope(|scope| {
+            let joined = scope.spawn(move || {
+                // SAFETY: `fd` is the open namespace file held by `self` for the whole call;
+                // setns only changes this fresh, scoped thread's network namespace.
+                let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+                if rc != 0 {
+                    let e = io::Error::last_os_error();
+                    return Err(io::Error::new(e.kind(), format!("setns: {e}")));
+                }
+                run_command(program, rest)
+            });
+            joined
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("command thread panicked")))
+        })
+    }
+
+    fn state(&self, feature: Feature) -> Option<EthtoolFeature> {
+        self.ethtool.iter().copied().find(|e| e.feature == feature)
+    }
+}
+
+/// The number after `key` in `ip -d link` output.
+fn link_value(text: &str, key: &str) -> Option<u32> {
+    let mut words = text.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == key {
+            return words.next()?.parse().ok();
+        }
+    }
+    None
+}
+
+impl Port for AfPacketPort {
+    fn name(&self) -> &str {
+        &self.ifname
+    }
+
+    fn kind(&self) -> &'static str {
+        "afpacket"
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn changeable(&self) -> Features {
+        self.ethtool
+            .iter()
+            .filter(|e| !e.fixed)
+            .fold(Features::NONE, |acc, e| acc | Features::of(e.feature))
+    }
+
+    fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
+        let err = |reason: String| PortError::Feature { feature, reason };
+        let Some(cur) = self.state(feature) else {
+            return Err(err(format!("{} does not report it", self.ifname)));
+        };
+        if cur.on == on {
+            return Ok(());
+        }
+        if cur.fixed {
+            return Err(err(format!("fixed on {}", self.ifname)));
+        }
+        if on && TX_FEATURES.has(feature) && !AFPACKET_TX_MASK.has(feature) {
+            return Err(err(
+                "an AF_PACKET socket cannot ask the kernel for it (virtio_net_hdr)".into(),
+            ));
+        }
+        let name = self.ifname.clone();
+        let value = if on { "on" } else { "off" };
+        self.run(&["ethtool", "-K", &name, feature.name(), value])
+            .map_err(|e| err(e.to_string()))?;
+        self.reread()?;
+        match self.state(feature) {
+            Some(now) if now.on == on => Ok(()),
+            _ => Err(err(format!(
+                "ethtool -K {name} {feature} {value} did not take"
+            ))),
+        }
+    }
+
+    fn recv(
+        &mut self,
+        pool: &mut BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, PortError> {
+        let mut n = 0;
+        while n < max {
+            // Only as many buffers as the pool has idle (at least one): an empty poll must not
+            // allocate a batch of buffers the pool cannot keep.
+            let want = (max - n).min(RECV_BATCH).min(pool.idle().max(1));
+            self.batch.clear();
+            self.batch.extend((0..want).map(|_| pool.get()));
+            let got = match self.sock.try_recv_batch(
+                &mut self.batch,
+                PacketBuf::room_mut,
+                &mut self.frames,
+            ) {
+                Ok(got) => got,
+                Err(e) => {
+                    for b in self.batch.drain(..) {
+                        pool.put(b);
+                    }
+                    if n > 0 {
+                        break;
+                    }
+                    return Err(PortError::io(
+                        format!("recv on AF_PACKET {}", self.ifname),
+                        e,
+                    ));
+                }
+            };
+            for (i, mut b) in self.batch.drain(..).enumerate() {
+                let Some(rf) = self.frames.get(i) else {
+                    pool.put(b);
+                    continue;
+                };
+                if rf.outgoing() {
+                    pool.put(b);
+                    continue;
+                }
+                if rf.truncated() {
+                    self.drops.rx_truncated += 1;
+                    pool.put(b);
+                    continue;
+                }
+                b.set_len(rf.offset + rf.len);
+                b.pull(rf.offset);
+                let vnet = rf.vnet_hdr.as_ref().map(|h| (&h[..], AFPACKET_HDR_FORMAT));
+                match rx_meta(b.frame(), vnet, &self.parse) {
+                    Ok(meta) => {
+                        b.meta = meta;
+                        out.push(b);
+                        n += 1;
+                    }
+                    Err(_) => {
+                        self.drops.rx_invalid += 1;
+                        pool.put(b);
+                    }
+                }
+            }
+            if got < want {
+                break;
+            }
+        }
+        Ok(n)
+    }
+
+    fn send(&mut self, frame: &[u8], work: &DeviceWork) -> Result<(), PortError> {
+        let h = work_to_vnet(frame, work).inspect_err(|_| self.drops.tx_errors += 1)?;
+        let mut raw = [0u8; PACKET_VNET_HDR_LEN];
+        if let Err(e) = h.encode(AFPACKET_HDR_FORMAT, &mut raw) {
+            self.drops.tx_errors += 1;
+            return Err(PortError::Unsendable(e.to_string()));
+        }
+        match self.sock.send(Some(&raw), frame) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.drops.tx_errors += 1;
+                Err(PortError::io(
+                    format!("send {} bytes on AF_PACKET {}", frame.len(), self.ifname),
+                    e,
+                ))
+            }
+        }
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.sock.as_raw_fd())
+    }
+
+    fn drops(&self) -> PortDrops {
+        self.drops
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VETH_K: &str = "Features for veth0:
+rx-checksumming: on
+tx-checksumming: on
+\ttx-checksum-ipv4: off [fixed]
+\ttx-checksum-ip-generic: on
+\ttx-checksum-ipv6: off [fixed]
+\ttx-checksum-sctp: on
+scatter-gather: on
+\ttx-scatter-gather: on
+\ttx-scatter-gather-fraglist: on
+tcp-segmentation-offload: on
+\ttx-tcp-segmentation: on
+\ttx-tcp-ecn-segmentation: on
+\ttx-tcp-mangleid-segmentation: on
+\ttx-tcp6-segmentation: on
+generic-receive-offload: off
+tx-vlan-offload: on
+tx-vlan-stag-hw-insert: on
+rx-gro-hw: off [fixed]
+tx-udp_tnl-segmentation: on
+tx-udp-segmentation: on
+rx-gro-list: off
+rx-udp-gro-forwarding: off
+";
+
+    #[test]
+    fn ethtool_output_parses_and_masks() {
+        let f = parse_ethtool_features(VETH_K);
+        let get = |feat: Feature| f.iter().find(|e| e.feature == feat).copied();
+        assert_eq!(
+            get(Feature::TxCsumIpv4),
+            Some(EthtoolFeature {
+                feature: Feature::TxCsumIpv4,
+                on: false,
+                fixed: true
+            })
+        );
+        assert!(get(Feature::TxCsumGeneric).is_some_and(|e| e.on && !e.fixed));
+        assert!(get(Feature::RxUdpGroForwarding).is_some_and(|e| !e.on));
+        // Legacy long names.
+        assert!(get(Feature::RxGro).is_some_and(|e| !e.on && !e.fixed));
+        assert!(get(Feature::RxCsum).is_some_and(|e| e.on));
+        assert!(get(Feature::VlanCtagInsert).is_some_and(|e| e.on));
+        let d = afpacket_device(&f, 1500, 65536, 65535);
+        for on in [
+            Feature::TxCsumGeneric,
+            Feature::TxSg,
+            Feature::Tso,
+            Feature::Tso6,
+            Feature::TsoEcn,
+            Feature::Uso,
+        ] {
+            assert!(d.features.has(on), "{on}");
+        }
+        for off in [
+            Feature::TxCsumSctp,
+            Feature::VlanCtagInsert,
+            Feature::VlanStagInsert,
+            Feature::UdpTnl,
+            Feature::TxCsumIpv4,
+        ] {
+            assert!(!d.features.has(off), "{off}");
+        }
+        assert!(!d.hw_enc_features.intersects(Features::GSO_MASK));
+        assert_eq!((d.mtu, d.gso_max_size, d.envelope), (1500, 65536, 4));
+    }
+
+    #[test]
+    fn no_checksum_offload_means_no_sg_and_no_gso() {
+        let f = parse_ethtool_features(VETH_K)
+            .into_iter()
+            .map(|mut e| {
+                if e.feature == Feature::TxCsumGeneric {
+                    e.on = false;
+                }
+                e
+            })
+            .collect::<Vec<_>>();
+        let d = afpacket_device(&f, 9000, 65536, 65535);
+        assert_eq!(d.features, Features::NONE);
+        assert_eq!(d.mtu, 9000);
+    }
+
+    #[test]
+    fn link_values() {
+        let s = "2: v0@if3: <BROADCAST> mtu 1500 qdisc noqueue\n    link/ether 02:00:00:00:00:01 \
+                 promiscuity 0 gso_max_size 65536 gso_max_segs 65535 tso_max_size 524280";
+        assert_eq!(link_value(s, "gso_max_size"), Some(65536));
+        assert_eq!(link_value(s, "gso_max_segs"), Some(65535));
+        assert_eq!(link_value(s, "gro_max_size"), None);
+    }
+}

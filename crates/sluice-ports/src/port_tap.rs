@@ -1,0 +1,680 @@
+//! The switch's TAP port: a [`Tap`] with a 12-byte `virtio_net_hdr` behind the datapath's
+//! [`Port`] interface.
+//!
+//! **Features.** `TUNSETOFFLOAD` says what the *kernel may hand us* (checksum-partial frames,
+//! TCP/UDP super-frames); the kernel accepts partial-checksum and GSO frames we write whatever it
+//! says. [`TapPort`] keeps the two directions consistent: its transmit [`Device`] advertises
+//! exactly what the accepted `TUN_F_*` bits give the kernel side ([`tap_device`]), and
+//! [`Port::set_feature`] changes both (so that `tx_prepare` does in software what is turned
+//! off). Mapping:
+//!
+//! | `TUN_F_*`            | features                                                     |
+//! |----------------------|--------------------------------------------------------------|
+//! | `CSUM`               | `tx-checksum-ip-generic`, `tx-scatter-gather`(`-fraglist`)    |
+//! | `TSO4`               | `tx-tcp-segmentation`                                        |
+//! | `TSO6`               | `tx-tcp6-segmentation`                                       |
+//! | `TSO_ECN`            | `tx-tcp-ecn-segmentation`                                    |
+//! | `USO4` + `USO6`      | `tx-udp-segmentation`                                        |
+//!
+//! Never advertised: VLAN insertion and IPv4 header checksums (`virtio_net_hdr` has neither),
+//! SCTP CRC32c (a `NEEDS_CSUM` request is a ones'-complement fill), tunnel GSO (needs the
+//! 24-byte header), UFO. The kernel refuses TSO/USO bits without `CSUM` and ECN without TSO, so
+//! turning checksum offload off turns every segmentation feature off too.
+
+use crate::tap::{
+    Tap, TapConfig, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN, TUN_F_USO4, TUN_F_USO6,
+};
+use sluice_datapath::buf::{BufPool, PacketBuf};
+use sluice_datapath::port::{rx_meta, Port, PortDrops, PortError};
+use sluice_offload::features::{Device, Feature, Features};
+use sluice_offload::tx::DeviceWork;
+use sluice_packet::virtio::{self, HdrFormat, VirtioNetHdr};
+use sluice_packet::GsoType;
+use sluice_wire::ParseConfig;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+/// The `TUN_F_*` offloads a [`TapPort`] negotiates.
+pub const TAP_OFFLOADS: u32 =
+    TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN | TUN_F_USO4 | TUN_F_USO6;
+
+/// The vnet header format of a [`TapPort`] (`virtio_net_hdr_v1`, 12 bytes).
+pub const TAP_HDR_FORMAT: HdrFormat = HdrFormat::V1;
+
+const HDR_LEN: usize = 12;
+
+/// Largest frame (whole, L2 header included) a TAP port's device segments: Linux's default
+/// `gso_max_size`, which the kernel applies to `skb->len` with the Ethernet header; so the
+/// super-frames the kernel hands us fit it and can be forwarded to another TAP as they are.
+pub const TAP_GSO_MAX_SIZE: u32 = 65536;
+
+/// How to open a [`TapPort`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TapPortConfig {
+    /// Negotiate every offload of [`TAP_OFFLOADS`] the kernel accepts (else none, which can be
+    /// turned on later with [`Port::set_feature`]).
+    pub offloads: bool,
+    /// `IFF_MULTI_QUEUE`: each [`TapPort::open`] of the same name (every one with this flag)
+    /// attaches one more queue; the kernel spreads the frames it sends over them.
+    pub multi_queue: bool,
+    /// How received frames are parsed (tunnel ports).
+    pub parse: ParseConfig,
+}
+
+impl Default for TapPortConfig {
+    fn default() -> Self {
+        TapPortConfig {
+            offloads: true,
+            multi_queue: false,
+            parse: ParseConfig::DEFAULT,
+        }
+    }
+}
+
+/// A TAP interface (one queue) as a datapath [`Port`]. See the [module documentation](self).
+#[derive(Debug)]
+pub struct TapPort {
+    tap: Tap,
+    /// `TUN_F_*` bits the kernel accepted when probed at open.
+    supported: u32,
+    device: Device,
+    parse: ParseConfig,
+    drops: PortDrops,
+}
+
+impl TapPort {
+    /// Opens (creating if needed) the TAP interface `name` in the calling thread's network
+    /// namespace (see [`crate::Netns::enter`]), with a 12-byte vnet header, non-blocking. The
+    /// offloads are probed bit by bit; with `cfg.offloads` every accepted one stays on. The MTU
+    /// is read from the interface (1500 if that fails). The interface is left down.
+    ///
+    /// The interface can be moved to another namespace afterwards (`ip link set NAME netns NS`,
+    /// then brought up there): the port keeps working.
+    pub fn open(name: &str, cfg: &TapPortConfig) -> Result<TapPort, PortError> {
+        let tcfg = TapConfig {
+            vnet_hdr_len: HDR_LEN,
+            offloads: 0,
+            napi: false,
+            napi_frags: false,
+            multi_queue: cfg.multi_queue,
+        };
+        let mut tap =
+            Tap::open(name, &tcfg).map_err(|e| PortError::io(format!("open TAP {name:?}"), e))?;
+        let tname = tap.name().to_string();
+        let ctx = |what: &str| format!("{what} on TAP {tname}");
+        let supported = tap
+            .set_offloads(TAP_OFFLOADS)
+            .map_err(|e| PortError::io(ctx("TUNSETOFFLOAD"), e))?;
+        if !cfg.offloads {
+            tap.set_offloads(0)
+                .map_err(|e| PortError::io(ctx("TUNSETOFFLOAD 0"), e))?;
+        }
+        tap.set_nonblocking(true)
+            .map_err(|e| PortError::io(ctx("O_NONBLOCK"), e))?;
+        let mtu = read_mtu(None, tap.name()).unwrap_or(1500);
+        let device = tap_device(tap.offloads(), mtu);
+        Ok(TapPort {
+            tap,
+            supported,
+            device,
+            parse: cfg.parse,
+            drops: PortDrops::default(),
+        })
+    }
+
+    /// The interface name (as the kernel completed it).
+    pub fn ifname(&self) -> &str {
+        self.tap.name()
+    }
+
+    /// The `TUN_F_*` offloads in use.
+    pub fn offloads(&self) -> u32 {
+        self.tap.offloads()
+    }
+
+    /// The `TUN_F_*` offloads this kernel accepted when probed at open (what can be turned on).
+    pub fn supported_offloads(&self) -> u32 {
+        self.supported
+    }
+
+    /// Tells the port the interface's MTU changed (`ip link set NAME mtu N`): the device's MTU.
+    pub fn set_mtu(&mut self, mtu: u32) {
+        self.device.mtu = mtu;
+    }
+
+    /// The underlying [`Tap`].
+    pub fn tap(&self) -> &Tap {
+        &self.tap
+    }
+
+    fn read_frame(&self, hdr: &mut [u8; HDR_LEN], room: &mut [u8]) -> io::Result<usize> {
+        let mut iov = [
+            libc::iovec {
+                iov_base: hdr.as_mut_ptr() as *mut libc::c_void,
+                iov_len: hdr.len(),
+            },
+            libc::iovec {
+                iov_base: room.as_mut_ptr() as *mut libc::c_void,
+                iov_len: room.len(),
+            },
+        ];
+        // SAFETY: both iovecs point into live, writable buffers of the stated lengths for the
+        // duration of the call.
+        let n = unsafe { libc::readv(self.tap.as_raw_fd(), iov.as_mut_ptr(), 2) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
+/// The transmit device a TAP with the `TUN_F_*` offloads `tun_f` and MTU `mtu` presents: see the
+/// [module documentation](self). VLAN-tagged and encapsulated packets get the same features
+/// (a `NEEDS_CSUM` fill works from any `csum_start`; tunnel GSO is not advertised, so the
+/// features check sends tunnelled GSO packets to software); one tag parsed; envelope 4.
+pub fn tap_device(tun_f: u32, mtu: u32) -> Device {
+    let mut f = Features::NONE;
+    if tun_f & TUN_F_CSUM != 0 {
+        f = f | Features::TX_CSUM_GENERIC | Features::TX_SG | Features::TX_FRAGLIST;
+        if tun_f & TUN_F_TSO4 != 0 {
+            f = f | Features::TSO;
+        }
+        if tun_f & TUN_F_TSO6 != 0 {
+            f = f | Features::TSO6;
+        }
+        if tun_f & TUN_F_TSO_ECN != 0 && tun_f & (TUN_F_TSO4 | TUN_F_TSO6) != 0 {
+            f = f | Features::TSO_ECN;
+        }
+        if tun_f & (TUN_F_USO4 | TUN_F_USO6) == TUN_F_USO4 | TUN_F_USO6 {
+            f = f | Features::USO;
+        }
+    }
+    Device {
+        features: f,
+        vlan_features: f,
+        hw_enc_features: f,
+        multi_tag: false,
+        gso_max_size: TAP_GSO_MAX_SIZE,
+        gso_max_segs: 65535,
+        mtu,
+        envelope: 4,
+    }
+}
+
+/// The `TUN_F_*` bits a feature maps to, for the features a TAP port can toggle.
+fn tun_bits_of(feature: Feature) -> Option<u32> {
+    match feature {
+        Feature::TxCsumGeneric => Some(TUN_F_CSUM),
+        Feature::Tso => Some(TUN_F_TSO4),
+        Feature::Tso6 => Some(TUN_F_TSO6),
+        Feature::TsoEcn => Some(TUN_F_TSO_ECN),
+        Feature::Uso => Some(TUN_F_USO4 | TUN_F_USO6),
+        _ => None,
+    }
+}
+
+/// The `TUN_F_*` bits after turning `feature` on or off from `bits`, with the kernel's rules
+/// applied (no segmentation without checksum offload, no ECN without TSO).
+fn tun_bits_with(bits: u32, feature: Feature, on: bool) -> Result<u32, String> {
+    let b = tun_bits_of(feature).ok_or_else(|| "not a TAP offload".to_string())?;
+    if !on {
+        let mut n = bits & !b;
+        if n & TUN_F_CSUM == 0 {
+            n = 0;
+        }
+        if n & (TUN_F_TSO4 | TUN_F_TSO6) == 0 {
+            n &= !TUN_F_TSO_ECN;
+        }
+        return Ok(n);
+    }
+    if b != TUN_F_CSUM && bits & TUN_F_CSUM == 0 {
+        return Err("needs tx-checksum-ip-generic on first".into());
+    }
+    if b == TUN_F_TSO_ECN && bits & (TUN_F_TSO4 | TUN_F_TSO6) == 0 {
+        return Err("needs tx-tcp-segmentation or tx-tcp6-segmentation on first".into());
+    }
+    Ok(bits | b)
+}
+
+/// The `virtio_net_hdr` that asks the receiver (the kernel, for a TAP or an `AF_PACKET` socket)
+/// to do `work` for `frame`: an L4 checksum becomes `NEEDS_CSUM` at its location; GSO becomes
+/// `gso_type` (ECN bit included) / `gso_size` / `hdr_len` (end of the L4 header: the TCP data
+/// offset, or 8 bytes of UDP header, after `csum_start`).
+///
+/// Fails ([`PortError::Unsendable`]) for work `virtio_net_hdr` cannot express: VLAN insertion, an
+/// IPv4 header checksum, GSO without a partial L4 checksum, a zero segment size, ECN on UDP, or
+/// a checksum / header location outside the frame. Tunnel GSO is not detected (the header would
+/// describe the outer packet): ports never advertise it.
+pub fn work_to_vnet(frame: &[u8], work: &DeviceWork) -> Result<VirtioNetHdr, PortError> {
+    let bad = |why: &str| Err(PortError::Unsendable(why.to_string()));
+    if work.vlan.is_some() {
+        return bad("VLAN insertion: virtio_net_hdr has no VLAN field");
+    }
+    if work.ip_csum || work.inner_ip_csum {
+        return bad("IPv4 header checksum: virtio_net_hdr cannot request one");
+    }
+    let mut h = VirtioNetHdr::default();
+    if let Some((start, off)) = work.l4_csum {
+        if usize::from(start) + usize::from(off) + 2 > frame.len() {
+            return bad("checksum location outside the frame");
+        }
+        h.flags = virtio::F_NEEDS_CSUM;
+        h.csum_start = start;
+        h.csum_offset = off;
+    }
+    let Some((gso_type, size, ecn)) = work.gso else {
+        return Ok(h);
+    };
+    let (base, tcp) = match gso_type {
+        GsoType::None => return Ok(h),
+        GsoType::TcpV4 => (virtio::GSO_TCPV4, true),
+        GsoType::TcpV6 => (virtio::GSO_TCPV6, true),
+        GsoType::UdpL4 => (virtio::GSO_UDP_L4, false),
+        GsoType::Udp => (virtio::GSO_UDP, false),
+    };
+    if size == 0 {
+        return bad("GSO with a zero segment size");
+    }
+    if ecn && !tcp {
+        return bad("ECN GSO of a UDP packet");
+    }
+    let Some((start, off)) = work.l4_csum else {
+        return bad("GSO without a partial L4 checksum");
+    };
+    let start = usize::from(start);
+    let hl = if tcp {
+        if off != 16 {
+            return bad("TCP GSO with a checksum offset other than 16");
+        }
+        let doff = frame.get(start + 12).map_or(0, |b| usize::from(b >> 4) * 4);
+        if doff < 20 {
+            return bad("TCP header outside the frame");
+        }
+        doff
+    } else {
+        if off != 6 {
+            return bad("UDP GSO with a checksum offset other than 6");
+        }
+        8
+    };
+    let end = start + hl;
+    if end > frame.len() {
+        return bad("L4 header beyond the frame");
+    }
+    h.gso_type = base | if ecn { virtio::GSO_ECN } else { 0 };
+    h.gso_size = size;
+    h.hdr_len = u16::try_from(end).map_err(|_| PortError::Unsendable("headers too long".into()))?;
+    Ok(h)
+}
+
+/// The MTU of `ifname`, by `SIOCGIFMTU` on `sock` (any socket of the interface's namespace) or,
+/// with `None`, on a fresh UDP socket of the calling thread's namespace.
+pub(crate) fn read_mtu(sock: Option<RawFd>, ifname: &str) -> io::Result<u32> {
+    let own;
+    let fd = match sock {
+        Some(fd) => fd,
+        None => {
+            // SAFETY: socket has no memory preconditions.
+            let raw =
+                unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+            if raw < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `raw` is a fresh descriptor nothing else owns.
+            own = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+            own.as_raw_fd()
+        }
+    };
+    if ifname.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "interface name too long",
+        ));
+    }
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFMTU reads the name from and writes the MTU into the `ifreq`, which lives
+    // for the whole call.
+    let rc = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut ifr) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: after a successful SIOCGIFMTU the union holds `ifru_mtu`.
+    let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
+    u32::try_from(mtu).map_err(|_| io::Error::other("negative MTU"))
+}
+
+impl Port for TapPort {
+    fn name(&self) -> &str {
+        self.tap.name()
+    }
+
+    fn kind(&self) -> &'static str {
+        "tap"
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn changeable(&self) -> Features {
+        [
+            Feature::TxCsumGeneric,
+            Feature::Tso,
+            Feature::Tso6,
+            Feature::TsoEcn,
+            Feature::Uso,
+        ]
+        .into_iter()
+        .filter(|&f| tun_bits_of(f).is_some_and(|b| self.supported & b == b))
+        .fold(Features::NONE, |acc, f| acc | Features::of(f))
+    }
+
+    fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
+        if self.device.features.has(feature) == on {
+            return Ok(());
+        }
+        let err = |reason: String| PortError::Feature { feature, reason };
+        if !self.changeable().has(feature) {
+            return Err(err(format!(
+                "fixed on TAP {} (TUN_F offloads supported: {:#x})",
+                self.tap.name(),
+                self.supported
+            )));
+        }
+        let old = self.tap.offloads();
+        let new = tun_bits_with(old, feature, on).map_err(err)?;
+        let accepted = self.tap.set_offloads(new).map_err(|e| {
+            PortError::io(format!("TUNSETOFFLOAD {new:#x} on {}", self.tap.name()), e)
+        })?;
+        if accepted != new {
+            let _ = self.tap.set_offloads(old);
+            return Err(err(format!(
+                "the kernel accepted TUN_F {accepted:#x} of {new:#x}"
+            )));
+        }
+        self.device = tap_device(accepted, self.device.mtu);
+        Ok(())
+    }
+
+    fn recv(
+        &mut self,
+        pool: &mut BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, PortError> {
+        let mut n = 0;
+        while n < max {
+            let mut b = pool.get();
+            let mut hdr = [0u8; HDR_LEN];
+            let room = b.room_mut();
+            let room_len = room.len();
+            let total = match self.read_frame(&mut hdr, room) {
+                Ok(t) => t,
+                Err(e) => {
+                    pool.put(b);
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => break,
+                        _ if n > 0 => break,
+                        _ => {
+                            return Err(PortError::io(
+                                format!("read from TAP {}", self.tap.name()),
+                                e,
+                            ))
+                        }
+                    }
+                }
+            };
+            let Some(len) = total.checked_sub(HDR_LEN) else {
+                self.drops.rx_invalid += 1;
+                pool.put(b);
+                continue;
+            };
+            if len >= room_len {
+                // The kernel truncates silently; a frame filling the room may have been longer.
+                self.drops.rx_truncated += 1;
+                pool.put(b);
+                continue;
+            }
+            b.set_len(len);
+            match rx_meta(b.frame(), Some((&hdr, TAP_HDR_FORMAT)), &self.parse) {
+                Ok(meta) => {
+                    b.meta = meta;
+                    out.push(b);
+                    n += 1;
+                }
+                Err(_) => {
+                    self.drops.rx_invalid += 1;
+                    pool.put(b);
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    fn send(&mut self, frame: &[u8], work: &DeviceWork) -> Result<(), PortError> {
+        let h = work_to_vnet(frame, work).inspect_err(|_| self.drops.tx_errors += 1)?;
+        let mut raw = [0u8; HDR_LEN];
+        if let Err(e) = h.encode(TAP_HDR_FORMAT, &mut raw) {
+            self.drops.tx_errors += 1;
+            return Err(PortError::Unsendable(e.to_string()));
+        }
+        match self.tap.write(&raw, frame) {
+            Ok(n) if n == HDR_LEN + frame.len() => Ok(()),
+            Ok(n) => {
+                self.drops.tx_errors += 1;
+                Err(PortError::io(
+                    format!("write to TAP {}", self.tap.name()),
+                    io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        format!("short write: {n} of {}", HDR_LEN + frame.len()),
+                    ),
+                ))
+            }
+            Err(e) => {
+                self.drops.tx_errors += 1;
+                Err(PortError::io(
+                    format!("write {} bytes to TAP {}", frame.len(), self.tap.name()),
+                    e,
+                ))
+            }
+        }
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.tap.as_raw_fd())
+    }
+
+    fn drops(&self) -> PortDrops {
+        self.drops
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_offload::tx::VlanInsert;
+
+    /// Ethernet + IPv4 (20) + TCP with a `doff`-word header + `payload` bytes.
+    fn tcp4(doff: u8, payload: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + usize::from(doff) * 4 + payload];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[14 + 9] = 6;
+        f[34 + 12] = doff << 4;
+        f
+    }
+
+    #[test]
+    fn csum_and_tcp_gso_become_a_header() {
+        let f = tcp4(8, 3000);
+        let w = DeviceWork {
+            l4_csum: Some((34, 16)),
+            gso: Some((GsoType::TcpV4, 1448, true)),
+            ..DeviceWork::default()
+        };
+        let h = work_to_vnet(&f, &w).unwrap();
+        assert_eq!(h.flags, virtio::F_NEEDS_CSUM);
+        assert_eq!((h.csum_start, h.csum_offset), (34, 16));
+        assert_eq!(h.gso_type, virtio::GSO_TCPV4 | virtio::GSO_ECN);
+        assert_eq!(h.gso_size, 1448);
+        assert_eq!(h.hdr_len, 34 + 32);
+        // Only a checksum: no GSO fields.
+        let w = DeviceWork {
+            l4_csum: Some((34, 16)),
+            ..DeviceWork::default()
+        };
+        let h = work_to_vnet(&f, &w).unwrap();
+        assert_eq!((h.flags, h.gso_type, h.gso_size, h.hdr_len), (1, 0, 0, 0));
+        // Nothing to do: an all-zero header.
+        assert_eq!(
+            work_to_vnet(&f, &DeviceWork::default()).unwrap(),
+            VirtioNetHdr::default()
+        );
+    }
+
+    #[test]
+    fn udp_gso_header_ends_after_8_bytes() {
+        let f = vec![0u8; 14 + 40 + 8 + 4000];
+        let w = DeviceWork {
+            l4_csum: Some((54, 6)),
+            gso: Some((GsoType::UdpL4, 1000, false)),
+            ..DeviceWork::default()
+        };
+        let h = work_to_vnet(&f, &w).unwrap();
+        assert_eq!(h.gso_type, virtio::GSO_UDP_L4);
+        assert_eq!(h.hdr_len, 62);
+        let w6 = DeviceWork {
+            gso: Some((GsoType::TcpV6, 1000, false)),
+            l4_csum: Some((54, 16)),
+            ..DeviceWork::default()
+        };
+        // Data offset 0 in an all-zero frame: not a TCP header.
+        assert!(work_to_vnet(&f, &w6).is_err());
+    }
+
+    #[test]
+    fn inexpressible_work_is_unsendable() {
+        let f = tcp4(5, 100);
+        let cases = [
+            DeviceWork {
+                vlan: Some(VlanInsert {
+                    tpid: 0x8100,
+                    tci: 5,
+                }),
+                ..DeviceWork::default()
+            },
+            DeviceWork {
+                ip_csum: true,
+                ..DeviceWork::default()
+            },
+            DeviceWork {
+                inner_ip_csum: true,
+                ..DeviceWork::default()
+            },
+            DeviceWork {
+                gso: Some((GsoType::TcpV4, 1000, false)),
+                ..DeviceWork::default()
+            },
+            DeviceWork {
+                gso: Some((GsoType::TcpV4, 0, false)),
+                l4_csum: Some((34, 16)),
+                ..DeviceWork::default()
+            },
+            DeviceWork {
+                gso: Some((GsoType::UdpL4, 100, true)),
+                l4_csum: Some((34, 6)),
+                ..DeviceWork::default()
+            },
+            DeviceWork {
+                gso: Some((GsoType::TcpV4, 100, false)),
+                l4_csum: Some((34, 6)),
+                ..DeviceWork::default()
+            },
+            DeviceWork {
+                l4_csum: Some((200, 16)),
+                ..DeviceWork::default()
+            },
+        ];
+        for w in cases {
+            assert!(
+                matches!(work_to_vnet(&f, &w), Err(PortError::Unsendable(_))),
+                "{w:?}"
+            );
+        }
+        // A TCP header running past the frame.
+        let mut short = tcp4(5, 0);
+        short[34 + 12] = 15 << 4;
+        let w = DeviceWork {
+            gso: Some((GsoType::TcpV4, 100, false)),
+            l4_csum: Some((34, 16)),
+            ..DeviceWork::default()
+        };
+        assert!(work_to_vnet(&short, &w).is_err());
+    }
+
+    #[test]
+    fn tun_bits_map_to_features() {
+        let d = tap_device(TAP_OFFLOADS, 1500);
+        for f in [
+            Feature::TxCsumGeneric,
+            Feature::TxSg,
+            Feature::TxFraglist,
+            Feature::Tso,
+            Feature::Tso6,
+            Feature::TsoEcn,
+            Feature::Uso,
+        ] {
+            assert!(d.features.has(f), "{f}");
+        }
+        for f in [
+            Feature::TxCsumIpv4Header,
+            Feature::VlanCtagInsert,
+            Feature::TxCsumSctp,
+            Feature::UdpTnl,
+            Feature::Ufo,
+        ] {
+            assert!(!d.features.has(f), "{f}");
+        }
+        assert_eq!((d.mtu, d.envelope), (1500, 4));
+        // Without CSUM the kernel drops every segmentation bit: so do we.
+        assert_eq!(
+            tap_device(TAP_OFFLOADS & !TUN_F_CSUM, 9000).features,
+            Features::NONE
+        );
+        // USO needs both halves; ECN needs TSO.
+        assert!(!tap_device(TUN_F_CSUM | TUN_F_USO4, 1500)
+            .features
+            .has(Feature::Uso));
+        assert!(!tap_device(TUN_F_CSUM | TUN_F_TSO_ECN, 1500)
+            .features
+            .has(Feature::TsoEcn));
+    }
+
+    #[test]
+    fn toggling_follows_the_kernel_rules() {
+        let all = TAP_OFFLOADS;
+        assert_eq!(tun_bits_with(all, Feature::TxCsumGeneric, false), Ok(0));
+        assert_eq!(
+            tun_bits_with(all, Feature::Tso, false),
+            Ok(all & !TUN_F_TSO4)
+        );
+        let no_tso = tun_bits_with(all & !TUN_F_TSO4, Feature::Tso6, false).unwrap();
+        assert_eq!(no_tso & (TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN), 0);
+        assert_eq!(
+            tun_bits_with(all, Feature::Uso, false),
+            Ok(all & !(TUN_F_USO4 | TUN_F_USO6))
+        );
+        assert!(tun_bits_with(0, Feature::Tso, true).is_err());
+        assert!(tun_bits_with(TUN_F_CSUM, Feature::TsoEcn, true).is_err());
+        assert_eq!(
+            tun_bits_with(TUN_F_CSUM, Feature::Uso, true),
+            Ok(TUN_F_CSUM | TUN_F_USO4 | TUN_F_USO6)
+        );
+        assert!(tun_bits_with(all, Feature::TxSg, false).is_err());
+    }
+}

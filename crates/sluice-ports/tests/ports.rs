@@ -1,0 +1,594 @@
+//! The switch's ports against the running kernel (root only): a [`TapPort`] pair forwarding a
+//! kernel TCP stream between two namespaces (GSO super-frames in, GSO work out, feature
+//! changes), and an [`AfPacketPort`] on a veth end (metadata in, UDP GSO out).
+
+use sluice_datapath::buf::{BufPool, PacketBuf};
+use sluice_datapath::port::{Port, PortError};
+use sluice_offload::features::Feature;
+use sluice_offload::tx::{tx_prepare, DeviceWork, TxOutcome, TxOutput, TxPacket};
+use sluice_packet::meta::Slot;
+use sluice_packet::{GsoType, Level};
+use sluice_ports::netns::unique_suffix;
+use sluice_ports::poll::wait_readable;
+use sluice_ports::tap::{TUN_F_CSUM, TUN_F_TSO4};
+use sluice_ports::{
+    AfPacketConfig, AfPacketPort, AfPacketPortConfig, Netns, PacketSocket, TapPort, TapPortConfig,
+    VethPair,
+};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+fn root() {
+    if let Err(e) = sluice_ports::require_root() {
+        panic!("{e}");
+    }
+}
+
+fn payload(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            ((i / 7) as u8)
+                .wrapping_mul(31)
+                .wrapping_add(seed ^ i as u8)
+        })
+        .collect()
+}
+
+/// What one direction of the forwarder saw.
+#[derive(Debug, Default, Clone, Copy)]
+struct DirStats {
+    /// The server's TCP port: only frames of this connection are counted.
+    port: u16,
+    frames: usize,
+    /// TCPv4 GSO super-frames (segment size set, longer than one MTU).
+    tcp4_gso: usize,
+    /// Frames with a partial (`NEEDS_CSUM`) L4 checksum.
+    partial: usize,
+    max_len: usize,
+    /// Frames sent with GSO work for the receiving device.
+    sent_gso_work: usize,
+    /// Frames sent with checksum work for the receiving device.
+    sent_csum_work: usize,
+    sent: usize,
+    dropped: usize,
+}
+
+/// Receives a batch from `src` and sends it to `dst` the way the datapath does
+/// (`tx_prepare` for `dst`'s device). Returns the frames moved.
+fn forward(
+    src: &mut dyn Port,
+    dst: &mut dyn Port,
+    pool: &mut BufPool,
+    bufs: &mut Vec<PacketBuf>,
+    out: &mut TxOutput,
+    st: &mut DirStats,
+) -> usize {
+    bufs.clear();
+    let n = src.recv(pool, bufs, 64).expect("recv");
+    for b in bufs.drain(..) {
+        // Count only this transfer's frames (a previous connection's last ACK may still come).
+        let f = b.frame();
+        let port = st.port.to_be_bytes();
+        let ours = f.len() >= 38 && f[23] == 6 && (f[34..36] == port || f[36..38] == port);
+        if ours {
+            st.frames += 1;
+            st.max_len = st.max_len.max(b.len());
+            if b.meta.gso_type() == GsoType::TcpV4 && b.meta.segment_size() > 0 && b.len() > 1514 {
+                st.tcp4_gso += 1;
+            }
+            if b.meta.partial_slot().is_some() {
+                st.partial += 1;
+            }
+        }
+        let dev = dst.device();
+        let mut send = |f: &[u8], w: &DeviceWork, st: &mut DirStats| {
+            if ours {
+                st.sent += 1;
+                st.sent_gso_work += usize::from(w.gso.is_some());
+                st.sent_csum_work += usize::from(w.l4_csum.is_some());
+            }
+            dst.send(f, w)
+                .unwrap_or_else(|e| panic!("send {} bytes with {w:?}: {e}", f.len()));
+        };
+        match tx_prepare(&TxPacket::new(b.frame(), b.meta), &dev, out) {
+            TxOutcome::Unchanged { work, .. } => send(b.frame(), &work, st),
+            TxOutcome::Prepared { .. } => {
+                for (f, w) in out.frames() {
+                    send(f, w, st);
+                }
+            }
+            TxOutcome::Dropped(_) => st.dropped += 1,
+        }
+        pool.put(b);
+    }
+    n
+}
+
+/// A TCP transfer of `bytes` from `ns_a` (192.0.2.1) to a listener in `ns_b` (192.0.2.2:port)
+/// through the forwarder between ports `a` and `b`. Returns what each direction saw.
+fn tcp_transfer(
+    ns_a: &Netns,
+    ns_b: &Netns,
+    a: &mut dyn Port,
+    b: &mut dyn Port,
+    port: u16,
+    bytes: usize,
+) -> (DirStats, DirStats) {
+    let addr: SocketAddr = format!("192.0.2.2:{port}").parse().unwrap();
+    let listener = ns_b.enter(|| TcpListener::bind(addr)).unwrap().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let data = payload(bytes, port as u8);
+    let mut ab = DirStats {
+        port,
+        ..DirStats::default()
+    };
+    let mut ba = ab;
+    let mut pool = BufPool::new(sluice_datapath::buf::DEFAULT_ROOM, 256);
+    let mut bufs = Vec::new();
+    let mut out = TxOutput::new();
+    let fds = [a.fd().unwrap(), b.fd().unwrap()];
+    let started = Instant::now();
+    let (got, sent) = std::thread::scope(|s| {
+        let server = s.spawn(|| -> io::Result<Vec<u8>> {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            let mut conn = loop {
+                match listener.accept() {
+                    Ok((c, _)) => break c,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if Instant::now() > deadline {
+                            return Err(io::Error::other("no connection within 15 s"));
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            conn.set_nonblocking(false)?;
+            conn.set_read_timeout(Some(Duration::from_secs(15)))?;
+            let mut got = Vec::new();
+            conn.read_to_end(&mut got)?;
+            Ok(got)
+        });
+        let client = s.spawn(|| {
+            ns_a.enter(|| -> io::Result<()> {
+                let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+                c.set_write_timeout(Some(Duration::from_secs(15)))?;
+                c.write_all(&data)?;
+                c.shutdown(Shutdown::Write)?;
+                // Wait for the server's FIN so that every byte was acknowledged.
+                c.set_read_timeout(Some(Duration::from_secs(15)))?;
+                let mut rest = Vec::new();
+                c.read_to_end(&mut rest)?;
+                Ok(())
+            })
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(server.is_finished() && client.is_finished()) {
+            assert!(Instant::now() < deadline, "transfer stalled: {ab:?} {ba:?}");
+            let moved = forward(a, b, &mut pool, &mut bufs, &mut out, &mut ab)
+                + forward(b, a, &mut pool, &mut bufs, &mut out, &mut ba);
+            if moved == 0 {
+                wait_readable(&fds, Duration::from_millis(10)).unwrap();
+            }
+        }
+        (server.join().unwrap(), client.join().unwrap())
+    });
+    sent.unwrap().unwrap();
+    let got = got.unwrap();
+    assert_eq!(got.len(), data.len(), "bytes received");
+    assert!(got == data, "payload corrupted");
+    assert_eq!(a.drops().rx_invalid + b.drops().rx_invalid, 0);
+    assert_eq!(a.drops().tx_errors + b.drops().tx_errors, 0);
+    assert_eq!(
+        pool.allocated() as usize,
+        pool.idle(),
+        "every buffer came back"
+    );
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{bytes} bytes A→B in {secs:.3} s ({:.0} Mbit/s): {ab:?}\n  B→A: {ba:?}",
+        bytes as f64 * 8.0 / secs / 1e6
+    );
+    (ab, ba)
+}
+
+#[test]
+fn tap_ports_forward_kernel_tcp_with_gso_and_follow_feature_changes() {
+    root();
+    let stage = Netns::create("slpstage").unwrap();
+    let ns_a = Netns::create("slpa").unwrap();
+    let ns_b = Netns::create("slpb").unwrap();
+    let name_a = format!("spa{}", unique_suffix());
+    let name_b = format!("spb{}", unique_suffix());
+    let cfg = TapPortConfig::default();
+    // Opened in a staging namespace, then moved: the descriptors keep working.
+    let mut a = stage
+        .enter(|| TapPort::open(&name_a, &cfg))
+        .unwrap()
+        .unwrap();
+    let mut b = stage
+        .enter(|| TapPort::open(&name_b, &cfg))
+        .unwrap()
+        .unwrap();
+    assert_eq!((a.ifname(), a.kind()), (name_a.as_str(), "tap"));
+    assert_eq!(a.device().mtu, 1500);
+    for (port, ns, ip) in [(&a, &ns_a, "192.0.2.1/24"), (&b, &ns_b, "192.0.2.2/24")] {
+        let n = port.ifname();
+        stage
+            .run(&["ip", "link", "set", n, "netns", ns.name()])
+            .unwrap();
+        ns.run(&["ip", "addr", "add", ip, "dev", n]).unwrap();
+        ns.link_up(n).unwrap();
+    }
+    for p in [&a, &b] {
+        let f = p.device().features;
+        for feat in [
+            Feature::TxCsumGeneric,
+            Feature::TxSg,
+            Feature::Tso,
+            Feature::Tso6,
+            Feature::Uso,
+        ] {
+            assert!(f.has(feat), "{} lacks {feat}: {f}", p.name());
+        }
+        assert!(!f.has(Feature::VlanCtagInsert) && !f.has(Feature::TxCsumIpv4Header));
+        assert!(p.changeable().has(Feature::Tso));
+        assert!(!p.changeable().has(Feature::TxSg));
+    }
+
+    // Transfer sizes: SLUICE_PORTS_TRANSFER_MB (default 1) for phase 1, a quarter of it after.
+    let mb: usize = std::env::var("SLUICE_PORTS_TRANSFER_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let (big, small) = (mb << 20, (mb << 20) / 4);
+
+    // 1. Offloads on: the kernel hands A TCP super-frames, which B's device takes as they are.
+    let (ab, _) = tcp_transfer(&ns_a, &ns_b, &mut a, &mut b, 5001, big);
+    assert!(
+        ab.tcp4_gso > 0,
+        "no TCPv4 GSO frame from the kernel: {ab:?}"
+    );
+    assert!(ab.max_len > 1514);
+    assert!(ab.sent_gso_work > 0, "no GSO work sent: {ab:?}");
+    assert_eq!(
+        ab.sent_csum_work, ab.sent,
+        "B's device fills every checksum"
+    );
+
+    // 2. TSO off on A: at most MTU-sized frames, still checksum-partial.
+    a.set_feature(Feature::Tso, false).unwrap();
+    assert_eq!(a.offloads() & TUN_F_TSO4, 0);
+    assert!(!a.device().features.has(Feature::Tso));
+    let (ab, _) = tcp_transfer(&ns_a, &ns_b, &mut a, &mut b, 5002, small);
+    assert_eq!(ab.tcp4_gso, 0, "{ab:?}");
+    assert!(ab.max_len <= 1514, "{ab:?}");
+    assert!(ab.partial > 0, "{ab:?}");
+
+    // 3. Checksum offload off on A: every segmentation bit goes with it; the kernel now sends
+    //    complete checksums, and what B sends to A is checksummed in software.
+    a.set_feature(Feature::TxCsumGeneric, false).unwrap();
+    assert_eq!(a.offloads(), 0);
+    assert!(a.device().features.is_empty());
+    let (ab, ba) = tcp_transfer(&ns_a, &ns_b, &mut a, &mut b, 5003, small);
+    assert_eq!((ab.tcp4_gso, ab.partial), (0, 0), "{ab:?}");
+    assert!(ab.max_len <= 1514, "{ab:?}");
+    assert!(
+        ba.partial > 0,
+        "B's kernel still hands us partial checksums: {ba:?}"
+    );
+    assert_eq!(
+        ba.sent_csum_work, 0,
+        "A's device fills none: software did: {ba:?}"
+    );
+
+    // The kernel's rules: no TSO without checksum offload; scatter-gather is fixed.
+    assert!(matches!(
+        a.set_feature(Feature::Tso, true),
+        Err(PortError::Feature { .. })
+    ));
+    assert!(matches!(
+        b.set_feature(Feature::TxSg, false),
+        Err(PortError::Feature { .. })
+    ));
+    a.set_feature(Feature::TxCsumGeneric, true).unwrap();
+    a.set_feature(Feature::Tso, true).unwrap();
+    assert_eq!(a.offloads(), TUN_F_CSUM | TUN_F_TSO4);
+}
+
+/// Sets `UDP_SEGMENT` (UDP GSO) on a socket.
+fn set_udp_segment(sock: &UdpSocket, size: u16) {
+    use std::os::fd::AsRawFd;
+    let v: libc::c_int = size.into();
+    // SAFETY: `v` is a live c_int and the length passed is its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_UDP,
+            libc::UDP_SEGMENT,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "UDP_SEGMENT: {}", io::Error::last_os_error());
+}
+
+/// Receives frames until one is an untagged IPv4/UDP frame to `dport` (or 5 s pass).
+fn recv_udp_to(port: &mut AfPacketPort, pool: &mut BufPool, dport: u16) -> PacketBuf {
+    recv_udp_at(port, pool, 0, dport)
+}
+
+/// Receives frames until one is an IPv4/UDP frame to `dport` whose IPv4 header starts at
+/// `14 + tag_len` (or 5 s pass).
+fn recv_udp_at(
+    port: &mut AfPacketPort,
+    pool: &mut BufPool,
+    tag_len: usize,
+    dport: u16,
+) -> PacketBuf {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut bufs = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "no UDP frame to port {dport}");
+        wait_readable(&[port.fd().unwrap()], Duration::from_millis(100)).unwrap();
+        bufs.clear();
+        port.recv(pool, &mut bufs, 16).unwrap();
+        for b in bufs.drain(..) {
+            let f = b.frame();
+            let t = tag_len;
+            if f.len() >= 42 + t
+                && f[12 + t..14 + t] == [8, 0]
+                && f[23 + t] == 17
+                && f[36 + t..38 + t] == dport.to_be_bytes()
+            {
+                return b;
+            }
+            pool.put(b);
+        }
+    }
+}
+
+#[test]
+fn afpacket_port_on_veth_receives_metadata_and_sends_udp_gso() {
+    root();
+    let ns_a = Netns::create("slpafa").unwrap();
+    let ns_b = Netns::create("slpafb").unwrap();
+    let va = format!("va{}", unique_suffix());
+    let vb = format!("vb{}", unique_suffix());
+    let veth = VethPair::create(&ns_a, &va, &ns_b, &vb, 1500).unwrap();
+    let mac_a = [0x02, 0, 0, 0, 1, 1];
+    let mac_b = [0x02, 0, 0, 0, 1, 2];
+    ns_a.run(&["ip", "link", "set", &va, "address", "02:00:00:00:01:01"])
+        .unwrap();
+    ns_b.run(&["ip", "link", "set", &vb, "address", "02:00:00:00:01:02"])
+        .unwrap();
+    ns_b.run(&["ip", "addr", "add", "192.0.2.2/24", "dev", &vb])
+        .unwrap();
+    ns_b.run(&[
+        "ip",
+        "neigh",
+        "add",
+        "192.0.2.1",
+        "lladdr",
+        "02:00:00:00:01:01",
+        "dev",
+        &vb,
+        "nud",
+        "permanent",
+    ])
+    .unwrap();
+    let mut port = ns_a
+        .enter(|| AfPacketPort::open(&va, &AfPacketPortConfig::default()))
+        .unwrap()
+        .unwrap();
+    assert_eq!((port.name(), port.kind()), (veth.a(), "afpacket"));
+    let dev = port.device();
+    assert_eq!(dev.mtu, 1500);
+    assert!(dev.features.has(Feature::Tso) && dev.features.has(Feature::Uso));
+    // The veth inserts VLAN tags and segments tunnels, but a packet socket cannot ask for it.
+    assert!(!dev.features.has(Feature::VlanCtagInsert) && !dev.features.has(Feature::UdpTnl));
+    assert!(port.changeable().has(Feature::RxGro));
+
+    // set_feature goes through ethtool, from this (root-namespace) thread, and is re-read.
+    port.set_feature(Feature::Tso, false).unwrap();
+    assert!(!port.device().features.has(Feature::Tso));
+    port.set_feature(Feature::Tso, true).unwrap();
+    assert!(port.device().features.has(Feature::Tso));
+    assert!(matches!(
+        port.set_feature(Feature::TxCsumIpv4, true),
+        Err(PortError::Feature { .. })
+    ));
+
+    let mut pool = BufPool::new(sluice_datapath::buf::DEFAULT_ROOM, 64);
+    let sock_b = ns_b
+        .enter(|| UdpSocket::bind("192.0.2.2:0"))
+        .unwrap()
+        .unwrap();
+
+    // A datagram from the peer's stack: checksum-partial (veth offload), parsed offsets.
+    let data = payload(300, 7);
+    sock_b.send_to(&data, "192.0.2.1:7777").unwrap();
+    let b = recv_udp_to(&mut port, &mut pool, 7777);
+    println!("peer datagram meta: {:?}", b.meta);
+    assert_eq!(b.meta.offsets().l4(Level::Outer), Some(34));
+    assert_eq!(b.meta.l4_proto(Level::Outer), Some(17));
+    assert_eq!(b.meta.partial_slot(), Some(Slot::OuterL4));
+    assert_eq!(&b.frame()[42..], &data[..]);
+    assert_eq!(&b.frame()[..6], &mac_a);
+    pool.put(b);
+
+    // A tagged frame from the peer (no kernel VLAN devices here: a packet socket sends it):
+    // the veth carries the tag out of band, the port puts it back.
+    let raw_b = ns_b
+        .enter(|| PacketSocket::bind(&vb, &AfPacketConfig::default()))
+        .unwrap()
+        .unwrap();
+    let data = payload(200, 8);
+    let mut tagged = udp4_frame(&mac_a, &mac_b, 5556, 7780, &data);
+    tagged[40..42].fill(0); // UDP checksum: none
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    raw_b.send(None, &tagged).unwrap();
+    let b = recv_udp_at(&mut port, &mut pool, 4, 7780);
+    assert_eq!(b.frame(), &tagged[..]);
+    assert_eq!(b.meta.offsets().l4(Level::Outer), Some(38));
+    pool.put(b);
+    // A UDP GSO send from the peer: one super-frame arrives, described as UDP GSO.
+    set_udp_segment(&sock_b, 500);
+    let data = payload(2000, 9);
+    sock_b.send_to(&data, "192.0.2.1:7778").unwrap();
+    let b = recv_udp_to(&mut port, &mut pool, 7778);
+    println!("peer UDP GSO meta: {:?} len {}", b.meta, b.len());
+    assert_eq!(b.meta.gso_type(), GsoType::UdpL4);
+    assert_eq!(b.meta.segment_size(), 500);
+    assert_eq!(&b.frame()[42..], &data[..]);
+    pool.put(b);
+
+    // We send one UDP GSO frame (partial checksum): the peer's socket gets the datagrams.
+    let sink = ns_b
+        .enter(|| UdpSocket::bind("192.0.2.2:7779"))
+        .unwrap()
+        .unwrap();
+    sink.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let data = payload(4000, 11);
+    let frame = udp4_frame(&mac_b, &mac_a, 5555, 7779, &data);
+    let work = DeviceWork {
+        l4_csum: Some((34, 6)),
+        gso: Some((GsoType::UdpL4, 1000, false)),
+        ..DeviceWork::default()
+    };
+    port.send(&frame, &work).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 2048];
+    for _ in 0..4 {
+        let (n, from) = sink.recv_from(&mut buf).unwrap();
+        assert_eq!(n, 1000);
+        assert_eq!(from.to_string(), "192.0.2.1:5555");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got == data, "UDP GSO payload corrupted");
+    // Nothing of our own send came back as received.
+    let mut bufs = Vec::new();
+    port.recv(&mut pool, &mut bufs, 16).unwrap();
+    assert!(
+        bufs.iter().all(|b| b.frame()[6..12] != mac_a),
+        "own frame received"
+    );
+    assert_eq!(port.drops().rx_invalid + port.drops().tx_errors, 0);
+
+    // Work a packet socket cannot express is refused before the kernel sees it.
+    let ip_csum = DeviceWork {
+        ip_csum: true,
+        ..DeviceWork::default()
+    };
+    assert!(matches!(
+        port.send(&frame, &ip_csum),
+        Err(PortError::Unsendable(_))
+    ));
+}
+
+/// Ethernet / IPv4 192.0.2.1 → 192.0.2.2 (DF) / UDP with the pseudo-header sum in the checksum
+/// field (partial, for `NEEDS_CSUM`).
+fn udp4_frame(dst: &[u8; 6], src: &[u8; 6], sport: u16, dport: u16, data: &[u8]) -> Vec<u8> {
+    let ulen = 8 + data.len();
+    let mut f = Vec::with_capacity(14 + 20 + ulen);
+    f.extend_from_slice(dst);
+    f.extend_from_slice(src);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let mut ip = vec![0x45, 0];
+    ip.extend_from_slice(&((20 + ulen) as u16).to_be_bytes());
+    ip.extend_from_slice(&[0, 1, 0x40, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2]);
+    let c = sluice_checksum::checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&(ulen as u16).to_be_bytes());
+    let pseudo = sluice_checksum::pseudo::ipv4([192, 0, 2, 1], [192, 0, 2, 2], 17, ulen as u16);
+    f.extend_from_slice(&pseudo.to_be_bytes());
+    f.extend_from_slice(data);
+    f
+}
+
+#[test]
+fn tap_port_multi_queue_and_no_offloads() {
+    root();
+    let ns = Netns::create("slpmq").unwrap();
+    let name = format!("spq{}", unique_suffix());
+    let cfg = TapPortConfig {
+        offloads: false,
+        multi_queue: true,
+        ..TapPortConfig::default()
+    };
+    let (q0, q1) = ns
+        .enter(|| {
+            let q0 = TapPort::open(&name, &cfg)?;
+            let q1 = TapPort::open(&name, &cfg)?;
+            Ok::<_, PortError>((q0, q1))
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(q0.ifname(), q1.ifname());
+    assert_ne!(q0.fd(), q1.fd());
+    for q in [&q0, &q1] {
+        assert_eq!(q.offloads(), 0);
+        assert!(q.device().features.is_empty());
+        // What the kernel accepted when probed can be turned on later.
+        assert!(q.changeable().has(Feature::TxCsumGeneric) && q.changeable().has(Feature::Tso));
+    }
+    let mut q0 = q0;
+    q0.set_feature(Feature::TxCsumGeneric, true).unwrap();
+    assert_eq!(q0.offloads(), TUN_F_CSUM);
+    assert!(q0.device().features.has(Feature::TxSg));
+    // Nothing queued: a receive returns at once with nothing.
+    let mut pool = BufPool::new(4096, 4);
+    let mut bufs = Vec::new();
+    assert_eq!(q0.recv(&mut pool, &mut bufs, 8).unwrap(), 0);
+}
+
+#[test]
+fn afpacket_ports_forward_kernel_tcp_between_veth_pairs() {
+    root();
+    let ns_a = Netns::create("slpfa").unwrap();
+    let ns_b = Netns::create("slpfb").unwrap();
+    let ns_s = Netns::create("slpfs").unwrap();
+    let (a0, s0) = (
+        format!("a{}", unique_suffix()),
+        format!("s{}", unique_suffix()),
+    );
+    let (b0, s1) = (
+        format!("b{}", unique_suffix()),
+        format!("s{}", unique_suffix()),
+    );
+    let _va = VethPair::create(&ns_a, &a0, &ns_s, &s0, 1500).unwrap();
+    let _vb = VethPair::create(&ns_b, &b0, &ns_s, &s1, 1500).unwrap();
+    ns_a.run(&["ip", "addr", "add", "192.0.2.1/24", "dev", &a0])
+        .unwrap();
+    ns_b.run(&["ip", "addr", "add", "192.0.2.2/24", "dev", &b0])
+        .unwrap();
+    let cfg = AfPacketPortConfig::default();
+    let (mut p0, mut p1) = ns_s
+        .enter(|| {
+            Ok::<_, PortError>((
+                AfPacketPort::open(&s0, &cfg)?,
+                AfPacketPort::open(&s1, &cfg)?,
+            ))
+        })
+        .unwrap()
+        .unwrap();
+    // The peers' TSO super-frames cross the veth as they are and reach the port as GSO frames;
+    // sent on with GSO work, the other veth carries them to the peer stack.
+    let mb: usize = std::env::var("SLUICE_PORTS_TRANSFER_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let (ab, _) = tcp_transfer(&ns_a, &ns_b, &mut p0, &mut p1, 5011, mb << 20);
+    assert!(ab.tcp4_gso > 0, "{ab:?}");
+    assert!(ab.sent_gso_work > 0, "{ab:?}");
+    // TSO off on the egress port: software segments, the data still arrives intact.
+    p1.set_feature(Feature::Tso, false).unwrap();
+    let (ab, _) = tcp_transfer(&ns_a, &ns_b, &mut p0, &mut p1, 5012, (mb << 20) / 4);
+    assert!(ab.tcp4_gso > 0, "{ab:?}");
+    assert_eq!(ab.sent_gso_work, 0, "{ab:?}");
+    assert!(ab.sent > ab.frames, "software GSO made more frames: {ab:?}");
+}

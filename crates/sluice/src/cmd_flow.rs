@@ -1,4 +1,4 @@
-//! `sluice flow add --batch` (offline until the daemon lands) and `sluice bench flows`.
+//! `sluice flow add|del|dump` (against the daemon, or offline) and `sluice bench flows`.
 
 use anyhow::{bail, Context, Result};
 use sluice_flow::cli::{bench_flows, load_batch_file, BenchOpts};
@@ -11,22 +11,50 @@ use std::time::Instant;
 /// `sluice flow` subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum FlowCmd {
-    /// Insert rules (tc-flower-like syntax, one per line) into a flow table.
+    /// Insert rules (tc-flower-like syntax) into the running switch, or with `--offline` into a
+    /// throw-away table (checks a rules file and measures the insertion rate).
     ///
-    /// Until the switch daemon lands, the rules go into an offline table: the command checks a
-    /// rules file, reports every bad line with the offending token marked, and measures the
-    /// insertion rate.
+    /// Rules come from the arguments (one rule per argument) and/or `--batch FILE` (one per
+    /// line; `#` comments and blank lines skipped). Every rejected rule is reported with its
+    /// line and the offending token marked.
     Add {
-        /// A file of rules, one per line (`#` comments and blank lines skipped).
+        /// Rules, one per argument.
+        rules: Vec<String>,
+        /// A file of rules, one per line.
         #[arg(long, value_name = "FILE")]
-        batch: PathBuf,
-        /// Port names for `in_port NAME` / `output:NAME`: `name=number`, comma-separated.
-        #[arg(long, value_name = "NAME=NUM,...", value_delimiter = ',')]
+        batch: Option<PathBuf>,
+        /// All or nothing: one bad rule rejects the whole request.
+        #[arg(long)]
+        atomic: bool,
+        /// Insert into an offline table instead of the daemon.
+        #[arg(long)]
+        offline: bool,
+        /// Offline: port names for `in_port NAME` / `output:NAME`: `name=number`, comma-separated.
+        #[arg(
+            long,
+            value_name = "NAME=NUM,...",
+            value_delimiter = ',',
+            requires = "offline"
+        )]
         ports: Vec<String>,
-        /// Most rules the table accepts (the rule-count quota).
+        /// Offline: most rules the table accepts (the rule-count quota).
         #[arg(long, default_value_t = 16 << 20)]
         max_rules: usize,
     },
+    /// Delete rules from the running switch: `handle N` (or `N`), or a rule's match and
+    /// priority (`prio 10 in_port tap0 ...`).
+    Del {
+        /// Rules to delete, one per argument.
+        specs: Vec<String>,
+        /// A file of deletions, one per line.
+        #[arg(long, value_name = "FILE")]
+        batch: Option<PathBuf>,
+        /// All or nothing.
+        #[arg(long)]
+        atomic: bool,
+    },
+    /// Print every rule of the running switch, with its handle.
+    Dump,
 }
 
 /// `sluice bench` subcommands.
@@ -71,13 +99,34 @@ fn port_names(specs: &[String]) -> Result<PortNames> {
 }
 
 /// Runs `sluice flow …`.
-pub fn run_flow(cmd: FlowCmd) -> Result<()> {
+pub fn run_flow(socket: &std::path::Path, cmd: FlowCmd) -> Result<()> {
     match cmd {
         FlowCmd::Add {
+            rules,
+            batch,
+            atomic,
+            offline: false,
+            ..
+        } => crate::cmd_switch::flow_add_daemon(socket, &rules, batch.as_deref(), atomic, false),
+        FlowCmd::Del {
+            specs,
+            batch,
+            atomic,
+        } => crate::cmd_switch::flow_add_daemon(socket, &specs, batch.as_deref(), atomic, true),
+        FlowCmd::Dump => crate::cmd_switch::flow_dump(socket),
+        FlowCmd::Add {
+            rules,
             batch,
             ports,
             max_rules,
+            ..
         } => {
+            if !rules.is_empty() {
+                bail!("--offline reads rules from --batch FILE only");
+            }
+            let Some(batch) = batch else {
+                bail!("--offline needs --batch FILE");
+            };
             let names = port_names(&ports)?;
             let mut table = FlowTable::new(TableConfig {
                 max_rules,

@@ -1,12 +1,15 @@
-//! The `sluice` command: offline tools over captures (and, as they land, the switch daemon and its
-//! control client).
+//! The `sluice` command: the switch daemon (`run`), its control client (`port`, `flow`,
+//! `features`, `stats`, `coverage`), the demo, and offline tools over captures.
 
 mod capture;
 mod cmd_features;
 mod cmd_flow;
 mod cmd_gro;
 mod cmd_gso;
+mod cmd_pcap_switch;
+mod cmd_switch;
 mod cmd_tx;
+mod demo;
 mod inspect;
 
 use anyhow::{bail, Result};
@@ -20,12 +23,39 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "sluice", version, about, long_about = None)]
 struct Cli {
+    /// The daemon's control socket (for `run` and the commands that talk to it).
+    #[arg(long, global = true, value_name = "PATH", default_value = sluice_switch::control::DEFAULT_SOCKET)]
+    socket: PathBuf,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Demonstrate the switch: real kernel TCP between two network namespaces through it,
+    /// offloads on and off (and a Linux bridge for comparison); prints throughput and the
+    /// coverage counters that explain the difference.
+    Demo(demo::Args),
+    /// Run the switch daemon (control socket: `--socket`).
+    Run(cmd_switch::RunArgs),
+    /// Ports of the running switch.
+    #[command(subcommand)]
+    Port(cmd_switch::PortCmd),
+    /// Per-port counters of the running switch.
+    Stats {
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Coverage counters of the running switch (every software fallback is counted).
+    Coverage {
+        /// Include counters at zero.
+        #[arg(long)]
+        all: bool,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Offline tools over pcap / pcapng captures.
     #[command(subcommand)]
     Pcap(PcapCmd),
@@ -62,6 +92,8 @@ enum PcapCmd {
     Gro(cmd_gro::Args),
     /// Run every frame through transmit preparation for a device with the given features.
     Tx(cmd_tx::Args),
+    /// Run the switch's datapath offline: capture files as ports, rules deciding.
+    Switch(cmd_pcap_switch::Args),
 }
 
 fn parse_config(vxlan: &[u16], geneve: &[u16]) -> Result<ParseConfig> {
@@ -104,8 +136,14 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Pcap(PcapCmd::Gso(args)) => cmd_gso::run(args),
         Cmd::Pcap(PcapCmd::Gro(args)) => cmd_gro::run(args),
         Cmd::Pcap(PcapCmd::Tx(args)) => cmd_tx::run(args),
-        Cmd::Features(cmd) => cmd_features::run(cmd),
-        Cmd::Flow(cmd) => cmd_flow::run_flow(cmd),
+        Cmd::Pcap(PcapCmd::Switch(args)) => cmd_pcap_switch::run(args),
+        Cmd::Features(cmd) => cmd_features::run(&cli.socket, cmd),
+        Cmd::Flow(cmd) => cmd_flow::run_flow(&cli.socket, cmd),
+        Cmd::Demo(args) => demo::run(args),
+        Cmd::Run(args) => cmd_switch::run_daemon(&cli.socket, args),
+        Cmd::Port(cmd) => cmd_switch::run_port(&cli.socket, cmd),
+        Cmd::Stats { json } => cmd_switch::stats(&cli.socket, json),
+        Cmd::Coverage { all, json } => cmd_switch::coverage(&cli.socket, all, json),
         Cmd::Bench(cmd) => cmd_flow::run_bench(cmd),
     }
 }

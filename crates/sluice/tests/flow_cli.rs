@@ -26,6 +26,7 @@ fn flow_add_batch_reports_every_bad_line_with_its_token() {
     let out = sluice(&[
         "flow",
         "add",
+        "--offline",
         "--batch",
         path.to_str().expect("utf-8"),
         "--ports",

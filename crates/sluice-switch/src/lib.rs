@@ -1,0 +1,25 @@
+//! The Sluice switch: the datapath thread with its TAP and `AF_PACKET` ports ([`switch`]), the
+//! newline-delimited JSON control socket the daemon and CLI speak ([`control`]), and the
+//! built-in traffic generator the demo and end-to-end tests use ([`traffic`]).
+
+#![deny(unsafe_code)]
+
+pub mod control;
+pub mod switch;
+pub mod traffic;
+
+pub use control::{Client, ControlServer, Request};
+pub use switch::{
+    FeatureState, FlowResult, PortInfo, PortKind, PortRequest, PortStatsInfo, Switch, SwitchConfig,
+    SwitchError,
+};
+
+/// Registers every counter the switch can move, so listings show them at zero.
+pub fn register_counters() {
+    sluice_datapath::datapath::register_counters();
+    sluice_coverage::register(&[
+        &control::CTL_REQUESTS,
+        &control::CTL_BAD_REQUESTS,
+        &control::CTL_ERRORS,
+    ]);
+}

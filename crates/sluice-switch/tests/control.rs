@@ -1,0 +1,185 @@
+//! The control socket as clients use it, including clients that send garbage: every bad
+//! request gets an error answer and is counted, and the daemon keeps serving.
+
+use serde_json::{json, Value};
+use sluice_switch::control::{Client, ControlServer, Request, CTL_BAD_REQUESTS};
+use sluice_switch::{Switch, SwitchConfig};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Daemon {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Daemon {
+    fn start(tag: &str) -> Daemon {
+        let path =
+            std::env::temp_dir().join(format!("sluice-ctl-{tag}-{}.sock", std::process::id()));
+        let server = ControlServer::bind(&path).expect("bind the control socket");
+        let switch = Arc::new(Switch::start(SwitchConfig::default()).expect("switch starts"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            server.run(&switch, &st).expect("control server runs");
+        });
+        Daemon {
+            path,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn raw(&self) -> (BufReader<UnixStream>, UnixStream) {
+        let s = UnixStream::connect(&self.path).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        (BufReader::new(s.try_clone().expect("clone")), s)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn answer(r: &mut BufReader<UnixStream>) -> Value {
+    let mut line = String::new();
+    r.read_line(&mut line).expect("an answer");
+    serde_json::from_str(&line).expect("the answer is JSON")
+}
+
+#[test]
+fn garbage_gets_errors_and_the_connection_keeps_working() {
+    let d = Daemon::start("garbage");
+    let (mut r, mut w) = d.raw();
+    let bad: &[&[u8]] = &[
+        b"hello\n",
+        b"{\n",
+        b"{\"cmd\": \"no_such_command\"}\n",
+        b"{\"cmd\": \"port_del\"}\n",
+        b"{\"cmd\": \"flow_add\", \"rules\": \"not a list\"}\n",
+        b"[1,2,3]\n",
+        b"\xff\xfe\x00\x01\n",
+        b"{\"cmd\": \"ping\", \"extra\": 1}\n",
+    ];
+    let before = CTL_BAD_REQUESTS.value();
+    for line in bad {
+        w.write_all(line).expect("write");
+        let a = answer(&mut r);
+        assert_eq!(
+            a["ok"],
+            json!(false),
+            "{:?} → {a}",
+            String::from_utf8_lossy(line)
+        );
+        assert!(a["error"].as_str().is_some_and(|e| !e.is_empty()));
+    }
+    assert!(CTL_BAD_REQUESTS.value() >= before + bad.len() as u64);
+    // The same connection still answers.
+    w.write_all(b"{\"cmd\": \"ping\"}\n").expect("write");
+    assert_eq!(answer(&mut r), json!({"ok": true, "result": "pong"}));
+}
+
+#[test]
+fn truncated_requests_are_never_executed() {
+    let d = Daemon::start("trunc");
+    {
+        let (_r, mut w) = d.raw();
+        // A valid rule cut off before its newline, then the client goes away.
+        w.write_all(b"{\"cmd\": \"flow_add\", \"rules\": [\"prio 1 action drop\"]}")
+            .expect("write");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut c = Client::connect(&d.path).expect("connect");
+    let dump = c.request(&Request::FlowDump {}).expect("dump");
+    assert_eq!(dump, json!([]), "the cut-off request was not applied");
+}
+
+#[test]
+fn errors_name_the_problem() {
+    let d = Daemon::start("errors");
+    let mut c = Client::connect(&d.path).expect("connect");
+    let e = c
+        .request(&Request::PortDel {
+            name: "nope0".into(),
+        })
+        .expect_err("no such port");
+    assert!(e.to_string().contains("nope0"), "{e}");
+    let res = c
+        .request(&Request::FlowAdd {
+            rules: vec![
+                "prio 10 action drop".into(),
+                "prio 5 dst_ip 10.0.0.0/33 action drop".into(),
+                "prio 10 in_port nosuch action drop".into(),
+            ],
+            atomic: false,
+        })
+        .expect("flow_add answers per rule");
+    let res = res.as_array().expect("a list");
+    assert!(res[0]["handle"].is_u64());
+    let e1 = res[1]["error"].as_str().expect("bad prefix");
+    assert!(e1.contains("^"), "the offending token is marked: {e1}");
+    assert!(res[2]["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("nosuch")));
+    let dump = c.request(&Request::FlowDump {}).expect("dump");
+    assert_eq!(dump.as_array().map(Vec::len), Some(1));
+    let del = c
+        .request(&Request::FlowDel {
+            specs: vec!["prio 10".into()],
+            atomic: false,
+        })
+        .expect("delete by match");
+    assert!(del[0]["error"].is_null(), "{del}");
+    assert_eq!(c.request(&Request::FlowDump {}).expect("dump"), json!([]));
+}
+
+#[test]
+fn an_over_long_line_is_refused_and_the_daemon_survives() {
+    let d = Daemon::start("long");
+    let (mut r, mut w) = d.raw();
+    let chunk = vec![b'x'; 1 << 20];
+    let mut sent = 0;
+    while sent <= sluice_switch::control::MAX_LINE {
+        if w.write_all(&chunk).is_err() {
+            break; // the daemon closed on us: fine
+        }
+        sent += chunk.len();
+    }
+    let _ = w.write_all(b"\n");
+    let mut line = String::new();
+    if r.read_line(&mut line).is_ok() && !line.is_empty() {
+        let a: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(a["ok"], json!(false));
+    }
+    let mut c = Client::connect(&d.path).expect("connect again");
+    assert_eq!(c.request(&Request::Ping {}).expect("ping"), json!("pong"));
+}
+
+#[test]
+fn port_add_refuses_unknown_fields() {
+    let d = Daemon::start("portadd");
+    let (mut r, mut w) = d.raw();
+    w.write_all(b"{\"cmd\": \"port_add\", \"name\": \"x0\", \"kind\": \"tap\", \"gr0\": true}\n")
+        .expect("write");
+    let a = answer(&mut r);
+    assert_eq!(a["ok"], json!(false), "{a}");
+    assert!(
+        a["error"].as_str().is_some_and(|e| e.contains("gr0")),
+        "{a}"
+    );
+    w.write_all(b"{\"cmd\": \"port_add\", \"name\": \"x0\", \"kind\": \"floppy\"}\n")
+        .expect("write");
+    let a = answer(&mut r);
+    assert_eq!(a["ok"], json!(false), "{a}");
+}

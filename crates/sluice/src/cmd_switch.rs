@@ -1,0 +1,480 @@
+//! The daemon (`sluice run`) and the control commands that talk to it (`sluice port|flow|
+//! features|stats|coverage`).
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use serde_json::Value;
+use sluice_switch::control::{Client, ControlServer, Request, DEFAULT_SOCKET};
+use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
+use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The configuration `sluice run` uses when given no file (`--print-default-config` shows it).
+pub const DEFAULT_CONFIG: &str = r#"{
+  "socket": "/run/sluice/sluice.sock",
+  "batch": 64,
+  "poll_timeout_us": 2000,
+  "max_rules": 1048576,
+  "ports": [],
+  "flows": []
+}"#;
+
+/// The daemon's configuration file (JSON). Every field is optional.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Control socket path.
+    #[serde(default)]
+    pub socket: Option<PathBuf>,
+    /// Frames per port per poll.
+    #[serde(default)]
+    pub batch: Option<usize>,
+    /// Longest idle wait of the datapath thread, in microseconds.
+    #[serde(default)]
+    pub poll_timeout_us: Option<u64>,
+    /// Most flow rules.
+    #[serde(default)]
+    pub max_rules: Option<usize>,
+    /// Ports to open at start.
+    #[serde(default)]
+    pub ports: Vec<PortRequest>,
+    /// Rules to insert at start (one batch, all or nothing).
+    #[serde(default)]
+    pub flows: Vec<String>,
+}
+
+/// `sluice run` options.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// A JSON configuration file (see `--print-default-config`); the embedded default otherwise.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the embedded default configuration and exit.
+    #[arg(long)]
+    print_default_config: bool,
+}
+
+/// Runs the daemon until SIGINT/SIGTERM or a `shutdown` request.
+pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
+    if args.print_default_config {
+        println!("{DEFAULT_CONFIG}");
+        return Ok(());
+    }
+    let text = match &args.config {
+        Some(p) => std::fs::read_to_string(p)
+            .with_context(|| format!("cannot read the configuration {}", p.display()))?,
+        None => DEFAULT_CONFIG.to_string(),
+    };
+    let where_ = args
+        .config
+        .as_ref()
+        .map_or("the default configuration".to_string(), |p| {
+            p.display().to_string()
+        });
+    let config: Config =
+        serde_json::from_str(&text).with_context(|| format!("{where_}: invalid configuration"))?;
+    let mut sc = SwitchConfig::default();
+    if let Some(b) = config.batch {
+        if !(1..=1024).contains(&b) {
+            bail!("{where_}: batch must be 1 to 1024, not {b}");
+        }
+        sc.datapath.batch = b;
+    }
+    if let Some(t) = config.poll_timeout_us {
+        sc.poll_timeout = Duration::from_micros(t.clamp(10, 1_000_000));
+    }
+    if let Some(m) = config.max_rules {
+        sc.max_rules = m;
+    }
+    // An explicit --socket wins over the configuration's.
+    let socket = if socket_arg != Path::new(DEFAULT_SOCKET) {
+        socket_arg.to_path_buf()
+    } else {
+        config
+            .socket
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
+    };
+    let signal_stop = sluice_ports::signal::stop_on_signals()
+        .context("cannot install the SIGINT/SIGTERM handlers")?;
+    sluice_switch::register_counters();
+    let server = ControlServer::bind(&socket)?;
+    let switch = Arc::new(Switch::start(sc)?);
+    for p in config.ports {
+        let name = p.name.clone();
+        let info = switch
+            .add_port(p)
+            .with_context(|| format!("{where_}: port {name:?}"))?;
+        eprintln!("sluice: port {} {} ({})", info.number, info.name, info.kind);
+    }
+    if !config.flows.is_empty() {
+        let res = switch.add_flows(&config.flows, true)?;
+        let errors: Vec<String> = res
+            .iter()
+            .filter_map(|r| {
+                r.error
+                    .as_ref()
+                    .map(|e| format!("flow {}: {e}", r.index + 1))
+            })
+            .collect();
+        if !errors.is_empty() {
+            bail!("{where_}: rules rejected:\n{}", errors.join("\n"));
+        }
+    }
+    eprintln!("sluice: listening on {}", server.path().display());
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if signal_stop.load(Ordering::SeqCst) {
+                    stop.store(true, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let served = server.run(&switch, &stop);
+    stop.store(true, Ordering::SeqCst);
+    let _ = watcher.join();
+    drop(server);
+    match Arc::try_unwrap(switch) {
+        Ok(s) => s.stop()?,
+        Err(_) => bail!("control connections still hold the switch at shutdown"),
+    }
+    served.context("control socket failed")?;
+    eprintln!("sluice: stopped");
+    Ok(())
+}
+
+fn client(socket: &Path) -> Result<Client> {
+    Ok(Client::connect(socket)?)
+}
+
+fn request(socket: &Path, req: &Request) -> Result<Value> {
+    Ok(client(socket)?.request(req)?)
+}
+
+/// `sluice port …`
+#[derive(clap::Subcommand, Debug)]
+pub enum PortCmd {
+    /// Open a port on the running switch.
+    Add {
+        /// Interface name (a TAP is created with it; AF_PACKET attaches to it).
+        name: String,
+        /// Port type.
+        #[arg(long, value_enum, default_value = "tap")]
+        kind: KindArg,
+        /// Port number for rules (default: lowest free from 1).
+        #[arg(long)]
+        number: Option<u32>,
+        /// Software GRO on received frames.
+        #[arg(long)]
+        gro: bool,
+        /// Start with every offload off.
+        #[arg(long)]
+        no_offloads: bool,
+        /// Open the port inside this network namespace (`ip netns` name).
+        #[arg(long)]
+        netns: Option<String>,
+    },
+    /// Close a port.
+    Del {
+        /// The port name.
+        name: String,
+    },
+    /// List ports.
+    List {
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Port types on the command line.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum KindArg {
+    /// TAP with virtio_net_hdr.
+    Tap,
+    /// AF_PACKET on an existing interface.
+    Afpacket,
+}
+
+/// Runs `sluice port …`.
+pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
+    match cmd {
+        PortCmd::Add {
+            name,
+            kind,
+            number,
+            gro,
+            no_offloads,
+            netns,
+        } => {
+            let mut r = PortRequest::new(
+                &name,
+                match kind {
+                    KindArg::Tap => PortKind::Tap,
+                    KindArg::Afpacket => PortKind::AfPacket,
+                },
+            );
+            r.number = number;
+            r.gro = gro;
+            r.offloads = !no_offloads;
+            r.netns = netns;
+            let v = request(socket, &Request::PortAdd(r))?;
+            println!(
+                "port {} {} added",
+                v.get("number").unwrap_or(&Value::Null),
+                name
+            );
+            Ok(())
+        }
+        PortCmd::Del { name } => {
+            request(socket, &Request::PortDel { name: name.clone() })?;
+            println!("port {name} removed");
+            Ok(())
+        }
+        PortCmd::List { json } => {
+            let v = request(socket, &Request::PortList {})?;
+            if json {
+                println!("{v}");
+                return Ok(());
+            }
+            println!(
+                "{:>4}  {:<16} {:<9} {:>6} {:<4} features",
+                "port", "name", "kind", "mtu", "gro"
+            );
+            for p in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                let feats: Vec<&str> = p["features"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                println!(
+                    "{:>4}  {:<16} {:<9} {:>6} {:<4} {}",
+                    p["number"].as_u64().unwrap_or(0),
+                    p["name"].as_str().unwrap_or("?"),
+                    p["kind"].as_str().unwrap_or("?"),
+                    p["mtu"].as_u64().unwrap_or(0),
+                    if p["gro"].as_bool().unwrap_or(false) {
+                        "on"
+                    } else {
+                        "off"
+                    },
+                    feats.join(",")
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Reads a rules file: (line number, rule) for every non-blank, non-comment line.
+fn read_rules(path: &Path) -> Result<Vec<(usize, String)>> {
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        out.push((i + 1, t.to_string()));
+    }
+    Ok(out)
+}
+
+/// Rules per control request when streaming a file.
+const CHUNK: usize = 50_000;
+
+/// `sluice flow add|del` against the daemon: rules from the arguments and/or a file, streamed
+/// in chunks with a progress line; per-line errors on stderr.
+pub fn flow_add_daemon(
+    socket: &Path,
+    rules: &[String],
+    batch: Option<&Path>,
+    atomic: bool,
+    delete: bool,
+) -> Result<()> {
+    let mut lines: Vec<(String, String)> = rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (format!("rule {}", i + 1), r.clone()))
+        .collect();
+    if let Some(p) = batch {
+        for (n, r) in read_rules(p)? {
+            lines.push((format!("{}:{n}", p.display()), r));
+        }
+    }
+    if lines.is_empty() {
+        bail!("no rules given (arguments or --batch FILE)");
+    }
+    if atomic && lines.len() > CHUNK {
+        bail!("--atomic batches are limited to {CHUNK} rules per request");
+    }
+    let mut c = client(socket)?;
+    let tty = std::io::stderr().is_terminal();
+    let start = Instant::now();
+    let (mut ok, mut failed) = (0usize, 0usize);
+    for chunk in lines.chunks(CHUNK) {
+        let texts: Vec<String> = chunk.iter().map(|(_, r)| r.clone()).collect();
+        let req = if delete {
+            Request::FlowDel {
+                specs: texts,
+                atomic,
+            }
+        } else {
+            Request::FlowAdd {
+                rules: texts,
+                atomic,
+            }
+        };
+        let v = c.request(&req)?;
+        for r in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+            let idx = r["index"].as_u64().unwrap_or(0) as usize;
+            match r["error"].as_str() {
+                Some(e) => {
+                    failed += 1;
+                    let at = chunk.get(idx).map_or("?", |(w, _)| w.as_str());
+                    eprintln!("{at}: {e}");
+                }
+                None => ok += 1,
+            }
+        }
+        if tty {
+            eprint!("\r{} / {} rules sent", ok + failed, lines.len());
+        }
+    }
+    if tty {
+        eprintln!();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{} rules, {ok} {}, {failed} errors, {:.0} rules/s",
+        lines.len(),
+        if delete { "deleted" } else { "inserted" },
+        (ok + failed) as f64 / secs.max(1e-9)
+    );
+    if failed > 0 {
+        bail!("{failed} of the rules were rejected");
+    }
+    Ok(())
+}
+
+/// `sluice flow dump`.
+pub fn flow_dump(socket: &Path) -> Result<()> {
+    let v = request(socket, &Request::FlowDump {})?;
+    for line in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        println!("{}", line.as_str().unwrap_or(""));
+    }
+    Ok(())
+}
+
+/// `sluice features show PORT`.
+pub fn features_show(socket: &Path, port: &str) -> Result<()> {
+    let v = request(
+        socket,
+        &Request::FeaturesShow {
+            port: port.to_string(),
+        },
+    )?;
+    println!("Features for {port}:");
+    for f in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        println!(
+            "{}: {}{}",
+            f["name"].as_str().unwrap_or("?"),
+            if f["on"].as_bool().unwrap_or(false) {
+                "on"
+            } else {
+                "off"
+            },
+            if f["changeable"].as_bool().unwrap_or(false) {
+                ""
+            } else {
+                " [fixed]"
+            }
+        );
+    }
+    Ok(())
+}
+
+/// `sluice features set PORT name=on|off ...`.
+pub fn features_set(socket: &Path, port: &str, changes: &[String]) -> Result<()> {
+    if changes.is_empty() {
+        bail!("nothing to set: give NAME=on|off (ethtool names, e.g. tso=off rx-gro=on)");
+    }
+    let mut set = BTreeMap::new();
+    for c in changes {
+        let Some((name, val)) = c.split_once('=') else {
+            bail!("{c:?}: expected NAME=on|off");
+        };
+        let on = match val {
+            "on" | "1" | "true" => true,
+            "off" | "0" | "false" => false,
+            other => bail!("{c:?}: {other:?} is not on or off"),
+        };
+        set.insert(name.to_string(), on);
+    }
+    request(
+        socket,
+        &Request::FeaturesSet {
+            port: port.to_string(),
+            set,
+        },
+    )?;
+    println!("{port}: {}", changes.join(" "));
+    Ok(())
+}
+
+/// `sluice stats`.
+pub fn stats(socket: &Path, json: bool) -> Result<()> {
+    let v = request(socket, &Request::Stats {})?;
+    if json {
+        println!("{v}");
+        return Ok(());
+    }
+    println!(
+        "{:>4} {:<16} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}",
+        "port", "name", "rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "rx_drops", "tx_drops"
+    );
+    for p in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        let g = |k: &str| p[k].as_u64().unwrap_or(0);
+        let rx_drops = g("rx_no_match")
+            + g("rx_dropped_by_rule")
+            + g("rx_action_errors")
+            + g("rx_invalid")
+            + g("rx_truncated");
+        let tx_drops = g("tx_prepare_drops") + g("tx_errors");
+        println!(
+            "{:>4} {:<16} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}",
+            g("number"),
+            p["name"].as_str().unwrap_or("?"),
+            g("rx_packets"),
+            g("rx_bytes"),
+            g("tx_packets"),
+            g("tx_bytes"),
+            rx_drops,
+            tx_drops
+        );
+    }
+    Ok(())
+}
+
+/// `sluice coverage`.
+pub fn coverage(socket: &Path, all: bool, json: bool) -> Result<()> {
+    let v = request(socket, &Request::Coverage { all })?;
+    if json {
+        println!("{v}");
+        return Ok(());
+    }
+    if let Some(m) = v.as_object() {
+        let w = m.keys().map(String::len).max().unwrap_or(0);
+        for (k, n) in m {
+            println!("{k:<w$}  {n}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! Root tests of `sluice demo`: the built binary runs the whole demo (namespaces, TAP ports,
+//! real kernel TCP through the switch with offloads on and off, a Linux bridge) and its `--json`
+//! line must be complete and consistent with what the switch did.
+
+use serde_json::Value;
+use std::process::Command;
+
+/// Largest TCP payload of one MTU-sized (1500) IPv4 frame without options; with timestamps the
+/// kernel sends 1448, so any count of data frames is at least bytes / 1460.
+const MAX_MSS: u64 = 1460;
+
+fn require_root() {
+    // /proc/self/status has the real, effective, saved and fs uids on its `Uid:` line.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap();
+    assert_eq!(
+        euid, "0",
+        "sluice demo needs root (namespaces, TAP, bridge): run the tests as root (CI does)"
+    );
+}
+
+/// Runs `sluice demo ARGS --json` and returns the parsed last line of stdout.
+fn demo(args: &[&str]) -> Value {
+    require_root();
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("demo")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "sluice demo {args:?} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("last line is not JSON ({e}): {last:?}\n{stdout}"));
+    eprintln!("{stdout}");
+    v
+}
+
+fn num(v: &Value, path: &[&str]) -> f64 {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    cur.as_f64()
+        .unwrap_or_else(|| panic!("{} is not a number in {v}", path.join(".")))
+}
+
+fn counter(v: &Value, run: &str, name: &str) -> u64 {
+    v["counters"][run][name].as_u64().unwrap_or(0)
+}
+
+/// What every demo run must show, whatever the hop.
+fn check_common(v: &Value, hop: &str) {
+    assert_eq!(v["hop"], hop, "{v}");
+    assert_eq!(v["bytes_verified"], true, "{v}");
+    for run in ["offloads_on", "offloads_off"] {
+        assert!(num(v, &[&format!("{run}_gbps")]) > 0.0, "{v}");
+        assert_eq!(v["runs"][run]["verified"], true, "{v}");
+        let bytes = num(v, &["runs", run, "bytes"]) as u64;
+        assert_eq!(bytes, num(v, &["runs", run, "sent"]) as u64, "{v}");
+        assert!(bytes > 0, "{v}");
+        // The switch forwarded the traffic: frames in and out, none dropped for lack of a rule.
+        assert!(counter(v, run, "dp_rx_packets") > 0, "{run}: {v}");
+        assert!(counter(v, run, "dp_tx_frames") > 0, "{run}: {v}");
+    }
+    let on_bytes = num(v, &["runs", "offloads_on", "bytes"]) as u64;
+    let off_bytes = num(v, &["runs", "offloads_off", "bytes"]) as u64;
+    let off_rx = counter(v, "offloads_off", "dp_rx_packets");
+    // Offloads on: the kernel hands the switch GSO super-frames and the egress TAP takes them
+    // whole (hw_gso), so far fewer packets than MSS-sized segments go through transmit
+    // preparation. (A hop whose veth cannot take a tagged or tunnelled GSO frame segments it in
+    // software and GRO merges it again on the far side: the packets still leave as super-frames.)
+    let on_tx = counter(v, "offloads_on", "tx_prepared");
+    assert!(counter(v, "offloads_on", "hw_gso") > 0, "{v}");
+    assert!(
+        on_tx < on_bytes / MAX_MSS / 2,
+        "offloads on: {on_tx} packets for {on_bytes} bytes is not super-frames: {v}"
+    );
+    // Offloads off: every data frame carries at most one MSS, and nothing is left to a device
+    // to segment.
+    assert!(
+        off_rx >= off_bytes / MAX_MSS,
+        "offloads off: {off_rx} frames cannot carry {off_bytes} bytes at MTU 1500: {v}"
+    );
+    assert_eq!(counter(v, "offloads_off", "hw_gso"), 0, "{v}");
+    assert_eq!(counter(v, "offloads_off", "hw_csum"), 0, "{v}");
+    // Software GRO was switched off with the rest.
+    assert_eq!(counter(v, "offloads_off", "gro_frames_in"), 0, "{v}");
+    for run in ["offloads_on", "offloads_off"] {
+        for drop in [
+            "dp_no_match_drops",
+            "dp_action_errors",
+            "dp_tx_prepare_drops",
+            "dp_tx_errors",
+        ] {
+            assert_eq!(counter(v, run, drop), 0, "{run}: {drop} in {v}");
+        }
+    }
+}
+
+#[test]
+fn demo_plain_with_bridge_comparison() {
+    let v = demo(&["--seconds", "1"]);
+    check_common(&v, "none");
+    assert!(num(&v, &["bridge_gbps"]) > 0.0, "{v}");
+    assert_eq!(v["runs"]["bridge"]["verified"], true, "{v}");
+}
+
+#[test]
+fn demo_qinq_hop() {
+    let v = demo(&["--seconds", "1", "--hop", "qinq", "--no-bridge"]);
+    check_common(&v, "qinq");
+    assert!(v["bridge_gbps"].is_null(), "{v}");
+}
+
+#[test]
+fn demo_vxlan_hop() {
+    let v = demo(&["--seconds", "1", "--hop", "vxlan", "--no-bridge"]);
+    check_common(&v, "vxlan");
+}
+
+#[test]
+fn demo_refuses_bad_arguments_cleanly() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["demo", "--seconds", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--seconds"), "{err}");
+}

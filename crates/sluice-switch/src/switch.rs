@@ -65,6 +65,11 @@ pub struct SwitchConfig {
     /// Longest wait for a port to become readable before the datapath thread checks for
     /// control work again.
     pub poll_timeout: Duration,
+    /// How long the datapath thread keeps polling its ports after a pass that found nothing,
+    /// before it sleeps in `poll(2)` (zero: sleep at once). A short spin saves the wake-up of
+    /// a sleeping thread on every frame of a back-to-back stream (`docs/demo.md` has the
+    /// measurements); an idle switch still sleeps, after at most this long.
+    pub busy_poll: Duration,
 }
 
 impl Default for SwitchConfig {
@@ -73,6 +78,7 @@ impl Default for SwitchConfig {
             datapath: DatapathConfig::default(),
             max_rules: 1 << 20,
             poll_timeout: Duration::from_millis(2),
+            busy_poll: Duration::from_micros(20),
         }
     }
 }
@@ -311,10 +317,10 @@ impl Switch {
         let (tx, rx) = mpsc::channel::<Job>();
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
-        let timeout = cfg.poll_timeout;
+        let (timeout, spin) = (cfg.poll_timeout, cfg.busy_poll);
         let thread = std::thread::Builder::new()
             .name("sluice-datapath".into())
-            .spawn(move || datapath_loop(&mut dp, &rx, &stop2, timeout))
+            .spawn(move || datapath_loop(&mut dp, &rx, &stop2, timeout, spin))
             .map_err(|e| SwitchError::Port(format!("cannot start the datapath thread: {e}")))?;
         Ok(Switch {
             jobs: tx,
@@ -757,6 +763,7 @@ fn datapath_loop(
     jobs: &mpsc::Receiver<Job>,
     stop: &AtomicBool,
     timeout: Duration,
+    busy_poll: Duration,
 ) {
     let mut fds = Vec::new();
     loop {
@@ -770,7 +777,7 @@ fn datapath_loop(
                 Err(mpsc::TryRecvError::Disconnected) => return,
             }
         }
-        if dp.poll_once() == 0 {
+        if dp.poll_once() == 0 && !spin_until_work(dp, busy_poll) {
             dp.fds(&mut fds);
             if fds.is_empty() {
                 std::thread::sleep(timeout);
@@ -779,4 +786,19 @@ fn datapath_loop(
             }
         }
     }
+}
+
+/// Polls `dp` again until a pass finds work (true) or `busy_poll` has passed (false).
+fn spin_until_work(dp: &mut Datapath, busy_poll: Duration) -> bool {
+    if busy_poll.is_zero() {
+        return false;
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < busy_poll {
+        if dp.poll_once() > 0 {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    false
 }

@@ -18,6 +18,7 @@ pub const DEFAULT_CONFIG: &str = r#"{
   "socket": "/run/sluice/sluice.sock",
   "batch": 64,
   "poll_timeout_us": 2000,
+  "busy_poll_us": 20,
   "max_rules": 1048576,
   "ports": [],
   "flows": []
@@ -36,6 +37,10 @@ pub struct Config {
     /// Longest idle wait of the datapath thread, in microseconds.
     #[serde(default)]
     pub poll_timeout_us: Option<u64>,
+    /// How long the datapath thread keeps polling after an empty pass before it sleeps, in
+    /// microseconds (0: never spin).
+    #[serde(default)]
+    pub busy_poll_us: Option<u64>,
     /// Most flow rules.
     #[serde(default)]
     pub max_rules: Option<usize>,
@@ -86,6 +91,12 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
     }
     if let Some(t) = config.poll_timeout_us {
         sc.poll_timeout = Duration::from_micros(t.clamp(10, 1_000_000));
+    }
+    if let Some(t) = config.busy_poll_us {
+        if t > 10_000 {
+            bail!("{where_}: busy_poll_us must be at most 10000 (10 ms), not {t}");
+        }
+        sc.busy_poll = Duration::from_micros(t);
     }
     if let Some(m) = config.max_rules {
         sc.max_rules = m;

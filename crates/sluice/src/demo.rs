@@ -50,6 +50,11 @@ pub struct Args {
     /// Skip the Linux bridge comparison run.
     #[arg(long)]
     pub no_bridge: bool,
+    /// How long the switch's datapath thread keeps polling after an empty pass before it
+    /// sleeps, in microseconds (0: sleep at once), as `busy_poll_us` in `sluice run`'s
+    /// configuration.
+    #[arg(long, value_name = "US", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub busy_poll_us: u64,
 }
 
 /// The hop between the two TAP ports.
@@ -187,7 +192,11 @@ fn demo(args: &Args, stop: &'static AtomicBool) -> Result<Outcome> {
     check(stop)?;
 
     // Declared after the namespaces and links: dropped (TAPs closed and gone) before them.
-    let switch = Switch::start(SwitchConfig::default()).context("starting the switch")?;
+    let switch = Switch::start(SwitchConfig {
+        busy_poll: std::time::Duration::from_micros(args.busy_poll_us),
+        ..SwitchConfig::default()
+    })
+    .context("starting the switch")?;
     let tap_a = format!("sda{sfx}");
     let tap_b = format!("sdb{sfx}");
     for (tap, ns, addr) in [
@@ -537,6 +546,7 @@ fn to_json(args: &Args, o: &Outcome) -> Value {
         "bytes_verified": all_verified(o),
         "hop": args.hop.name(),
         "seconds": args.seconds,
+        "busy_poll_us": args.busy_poll_us,
         "runs": {
             "offloads_on": run_json(&o.on),
             "offloads_off": run_json(&o.off),

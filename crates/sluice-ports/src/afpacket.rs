@@ -11,7 +11,8 @@
 //! inserted bytes, so the header describes the frame as returned.
 //!
 //! [`PacketSocket::try_recv_batch`] receives up to [`RECV_BATCH`] frames per system call
-//! (`recvmmsg`); sends are one frame per call (`sendmmsg` or a `TPACKET` ring are left for later).
+//! (`recvmmsg`); [`PacketSocket::send_queued`] sends the frames of a [`SendQueue`], up to
+//! [`SEND_BATCH`], per system call (`sendmmsg`); [`PacketSocket::send`] sends one.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -24,6 +25,11 @@ pub const PACKET_VNET_HDR_LEN: usize = 10;
 pub const VLAN_HEADROOM: usize = 4;
 /// Most frames [`PacketSocket::try_recv_batch`] receives in one system call.
 pub const RECV_BATCH: usize = 32;
+/// Most frames a [`SendQueue`] holds (and [`PacketSocket::send_queued`] sends per call).
+pub const SEND_BATCH: usize = 64;
+/// Bytes of frame data a [`SendQueue`] holds before it is full (a frame larger than this is
+/// still queued, alone).
+pub const SEND_ARENA: usize = 256 * 1024;
 /// `sll_pkttype` of frames this host sent on the interface (`PACKET_OUTGOING`).
 pub const PACKET_OUTGOING: u8 = 4;
 
@@ -426,6 +432,68 @@ impl PacketSocket {
         Ok((n as usize).saturating_sub(hdr.len()))
     }
 
+    /// Sends every frame of `q` (with its vnet header when the socket has `PACKET_VNET_HDR`),
+    /// up to [`SEND_BATCH`] per `sendmmsg`, and empties `q`. A frame the kernel refuses is
+    /// skipped and the rest still go. Returns how many frames were sent and the first error
+    /// (with the number of frames that failed).
+    pub fn send_queued(&self, q: &mut SendQueue) -> (usize, Option<(usize, io::Error)>) {
+        let n = q.spans.len();
+        let empty_iov = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        let mut iovs = [[empty_iov; 2]; SEND_BATCH];
+        // SAFETY: mmsghdr is plain old data; all-zero is valid.
+        let mut msgs: [libc::mmsghdr; SEND_BATCH] = unsafe { zeroed() };
+        let iov_skip = usize::from(!self.config.vnet_hdr);
+        for (i, &(start, len)) in q.spans.iter().enumerate() {
+            iovs[i] = [
+                libc::iovec {
+                    iov_base: q.hdrs[i].as_ptr() as *mut libc::c_void,
+                    iov_len: PACKET_VNET_HDR_LEN,
+                },
+                libc::iovec {
+                    iov_base: q.arena[start..start + len].as_ptr() as *mut libc::c_void,
+                    iov_len: len,
+                },
+            ];
+        }
+        for (msg, iov) in msgs.iter_mut().zip(iovs.iter_mut()).take(n) {
+            msg.msg_hdr.msg_iov = iov[iov_skip..].as_mut_ptr();
+            msg.msg_hdr.msg_iovlen = 2 - iov_skip;
+        }
+        let (mut at, mut sent, mut failed) = (0usize, 0usize, 0usize);
+        let mut first_err = None;
+        while at < n {
+            // SAFETY: messages `at..n` point at their own iovecs, which point into `q.hdrs`
+            // and `q.arena` (not touched during the call); sendmmsg only reads through them.
+            // No names: the bound interface and protocol are used.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.fd.as_raw_fd(),
+                    msgs[at..].as_mut_ptr(),
+                    (n - at) as libc::c_uint,
+                    0,
+                )
+            };
+            if r > 0 {
+                at += r as usize;
+                sent += r as usize;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            // The message at `at` failed: count it, keep the first error, go on with the rest.
+            failed += 1;
+            at += 1;
+            first_err.get_or_insert(with_context(e, "sendmmsg(AF_PACKET)"));
+        }
+        q.clear();
+        (sent, first_err.map(|e| (failed, e)))
+    }
+
     fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -543,6 +611,69 @@ fn context(what: &str) -> io::Error {
 
 fn with_context(e: io::Error, what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// Frames waiting for one [`PacketSocket::send_queued`]: copies of the frames in one reused
+/// arena and their vnet headers. Allocates only when created.
+#[derive(Debug)]
+pub struct SendQueue {
+    arena: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+    hdrs: Vec<[u8; PACKET_VNET_HDR_LEN]>,
+}
+
+impl Default for SendQueue {
+    fn default() -> Self {
+        SendQueue::new()
+    }
+}
+
+impl SendQueue {
+    /// An empty queue with room for [`SEND_BATCH`] frames and [`SEND_ARENA`] bytes.
+    pub fn new() -> SendQueue {
+        SendQueue {
+            arena: Vec::with_capacity(SEND_ARENA),
+            spans: Vec::with_capacity(SEND_BATCH),
+            hdrs: Vec::with_capacity(SEND_BATCH),
+        }
+    }
+
+    /// Whether `frame_len` more bytes can be queued now: fewer than [`SEND_BATCH`] frames
+    /// queued, and the frame fits the arena (or the queue is empty).
+    pub fn has_room(&self, frame_len: usize) -> bool {
+        self.spans.len() < SEND_BATCH
+            && (self.spans.is_empty() || self.arena.len() + frame_len <= SEND_ARENA)
+    }
+
+    /// Queues a copy of `frame` with its vnet header (ignored by a socket without
+    /// `PACKET_VNET_HDR`). Returns false, queuing nothing, when [`SendQueue::has_room`] says no.
+    pub fn push(&mut self, hdr: [u8; PACKET_VNET_HDR_LEN], frame: &[u8]) -> bool {
+        if !self.has_room(frame.len()) {
+            return false;
+        }
+        let start = self.arena.len();
+        self.arena.extend_from_slice(frame);
+        self.spans.push((start, frame.len()));
+        self.hdrs.push(hdr);
+        true
+    }
+
+    /// Frames queued.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Forgets every queued frame (keeping the memory).
+    pub fn clear(&mut self) {
+        self.arena.clear();
+        self.spans.clear();
+        self.hdrs.clear();
+    }
 }
 
 #[cfg(test)]

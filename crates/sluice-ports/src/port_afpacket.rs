@@ -18,7 +18,9 @@
 //! checksum-partial frames (from a veth peer's stack) and GSO super-frames (from GRO, or a veth
 //! peer's TSO) as the kernel holds them.
 
-use crate::afpacket::{AfPacketConfig, PacketSocket, RecvFrame, PACKET_VNET_HDR_LEN, RECV_BATCH};
+use crate::afpacket::{
+    AfPacketConfig, PacketSocket, RecvFrame, SendQueue, PACKET_VNET_HDR_LEN, RECV_BATCH,
+};
 use crate::netns::run_command;
 use crate::port_tap::{read_mtu, work_to_vnet};
 use sluice_datapath::buf::{BufPool, PacketBuf};
@@ -171,6 +173,8 @@ pub struct AfPacketPort {
     /// Reused receive batch: buffers and their descriptions.
     batch: Vec<PacketBuf>,
     frames: Vec<RecvFrame>,
+    /// Frames [`Port::send`] queued for the next `sendmmsg` ([`Port::flush`]).
+    txq: SendQueue,
 }
 
 impl AfPacketPort {
@@ -214,6 +218,7 @@ impl AfPacketPort {
             drops: PortDrops::default(),
             batch: Vec::with_capacity(RECV_BATCH),
             frames: Vec::with_capacity(RECV_BATCH),
+            txq: SendQueue::new(),
         };
         port.reread()?;
         Ok(port)
@@ -416,12 +421,30 @@ impl Port for AfPacketPort {
             self.drops.tx_errors += 1;
             return Err(PortError::Unsendable(e.to_string()));
         }
-        match self.sock.send(Some(&raw), frame) {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                self.drops.tx_errors += 1;
+        let mut flushed = Ok(());
+        if !self.txq.has_room(frame.len()) {
+            flushed = self.flush();
+        }
+        self.txq.push(raw, frame);
+        flushed
+    }
+
+    /// Sends the queued frames, [`SEND_BATCH`](crate::afpacket::SEND_BATCH) per `sendmmsg`.
+    /// Frames the kernel refuses are counted in `tx_errors`; the error names how many.
+    fn flush(&mut self) -> Result<(), PortError> {
+        if self.txq.is_empty() {
+            return Ok(());
+        }
+        let queued = self.txq.len();
+        match self.sock.send_queued(&mut self.txq) {
+            (_, None) => Ok(()),
+            (_, Some((failed, e))) => {
+                self.drops.tx_errors += failed as u64;
                 Err(PortError::io(
-                    format!("send {} bytes on AF_PACKET {}", frame.len(), self.ifname),
+                    format!(
+                        "send on AF_PACKET {}: {failed} of {queued} frames refused",
+                        self.ifname
+                    ),
                     e,
                 ))
             }

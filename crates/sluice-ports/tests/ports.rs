@@ -102,6 +102,7 @@ fn forward(
         }
         pool.put(b);
     }
+    dst.flush().expect("flush");
     n
 }
 
@@ -458,6 +459,7 @@ fn afpacket_port_on_veth_receives_metadata_and_sends_udp_gso() {
         ..DeviceWork::default()
     };
     port.send(&frame, &work).unwrap();
+    port.flush().unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 2048];
     for _ in 0..4 {

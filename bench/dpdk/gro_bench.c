@@ -128,6 +128,23 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mempool creation failed\n");
 		return 1;
 	}
+	if (argc > 3 && strcmp(argv[1], "profile") == 0) {
+		/* Untimed: BURSTS bursts of FLOWS interleaved flows through GRO, for callgrind
+		 * (bench/dpdk/gro_callgrind.sh counts rte_gro_reassemble_burst alone). */
+		int flows = atoi(argv[2]), bursts = atoi(argv[3]);
+		build_templates(flows);
+		struct rte_gro_param param = {
+			.gro_types = RTE_GRO_TCP_IPV4,
+			.max_flow_num = 64,
+			.max_item_per_flow = BURST,
+		};
+		long total = 0;
+		for (int i = 0; i < bursts; i++)
+			total += one_burst(pool, 1, &param);
+		printf("check %d %ld\n", flows, total / (bursts ? bursts : 1));
+		rte_eal_cleanup();
+		return 0;
+	}
 	double *gross = calloc(rounds, sizeof(double));
 	double *setup = calloc(rounds, sizeof(double));
 	double *net = calloc(rounds, sizeof(double));

@@ -357,6 +357,16 @@ impl Device {
         self
     }
 
+    /// Turns `feature` on or off everywhere (plain, tagged and encapsulated packets), as a
+    /// device whose features are all independent would (`ethtool -K` on a software device).
+    pub fn set_feature(&mut self, feature: Feature, on: bool) {
+        let f = Features::from(feature);
+        let apply = |set: Features| if on { set | f } else { set.without(f) };
+        self.features = apply(self.features);
+        self.vlan_features = apply(self.vlan_features);
+        self.hw_enc_features = apply(self.hw_enc_features);
+    }
+
     /// The same device with another envelope allowance.
     pub const fn with_envelope(mut self, envelope: u32) -> Device {
         self.envelope = envelope;
@@ -551,5 +561,24 @@ mod tests {
             Features::parse_list(&shown),
             Ok(Features::TSO | Features::RX_GRO)
         );
+    }
+
+    #[test]
+    fn set_feature_changes_every_level_and_only_that_feature() {
+        let sg = Features::from(Feature::TxSg);
+        let mut d = Device::new(Features::TSO | sg);
+        d.vlan_features = sg;
+        d.hw_enc_features = Features::NONE;
+        d.set_feature(Feature::Tso, false);
+        assert_eq!(d.features, sg);
+        assert_eq!(d.vlan_features, sg);
+        d.set_feature(Feature::TxCsumGeneric, true);
+        let csum = Features::from(Feature::TxCsumGeneric);
+        assert_eq!(d.features, sg | csum);
+        assert_eq!(d.vlan_features, sg | csum);
+        assert_eq!(d.hw_enc_features, csum);
+        d.set_feature(Feature::TxSg, false);
+        assert_eq!(d.features, csum);
+        assert_eq!(d.vlan_features, csum);
     }
 }

@@ -109,11 +109,7 @@ impl Port for PcapPort {
     }
 
     fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
-        let f = Features::from(feature);
-        let apply = |s: Features| if on { s | f } else { s.without(f) };
-        self.device.features = apply(self.device.features);
-        self.device.vlan_features = apply(self.device.vlan_features);
-        self.device.hw_enc_features = apply(self.device.hw_enc_features);
+        self.device.set_feature(feature, on);
         Ok(())
     }
 

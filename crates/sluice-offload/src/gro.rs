@@ -1323,36 +1323,7 @@ impl GroEngine {
         if good && h.all_good && h.count == 1 {
             h.first_sums();
         }
-        if good && h.all_good {
-            if h.payload_bytes % 2 == 0 {
-                // Deferred (see `Held::deferred_acc`): no fold, no complement per segment.
-                h.deferred_n += 1;
-                h.deferred_acc += (end - l4) as u64 + varying_words(t);
-            } else {
-                match fast_payload_sum(h, frame, end) {
-                    Some(s) => h.payload_sum = combine(h.payload_sum, s.swap_bytes()),
-                    None => h.all_good = false,
-                }
-            }
-        } else {
-            h.all_good = false;
-        }
-        if h.first_piece == NO_PIECE {
-            h.buf.extend_from_slice(frame.get(payload..).unwrap_or(&[]));
-        } else {
-            let l = self.burst.link(payload, end);
-            if let Some(prev) = self.burst.links.get_mut(h.last_piece as usize) {
-                prev.next = l;
-            }
-            h.last_piece = l;
-        }
-        h.len += len;
-        h.payload_bytes += len;
-        h.count += 1;
-        h.next_seq = h.next_seq.wrapping_add(len as u32);
-        if let Some(f) = h.buf.get_mut(l4 + 13) {
-            *f |= flags & (TCP_FIN | TCP_PSH);
-        }
+        fast_append(h, &mut self.burst, frame, t, good, len);
         let mss = h.mss;
         let both_good = good
             && (v6 || meta.status(Slot::OuterIp) == CsumStatus::Good)
@@ -1381,7 +1352,7 @@ impl GroEngine {
             return Lane::Other;
         };
         let end = frame.len();
-        let (l4, payload, mss) = (h.info.l4, h.info.payload, h.mss);
+        let (l4, mss) = (h.info.l4, h.mss);
         let v6 = h.info.ip[0].v6;
         let Some(t) = frame
             .get(l4..l4 + 20)
@@ -1398,31 +1369,8 @@ impl GroEngine {
             return Lane::Other;
         }
         let flags = t[13];
-        if h.payload_bytes % 2 == 0 {
-            h.deferred_n += 1;
-            h.deferred_acc += (end - l4) as u64 + varying_words(t);
-        } else {
-            match fast_payload_sum(h, frame, end) {
-                Some(s) => h.payload_sum = combine(h.payload_sum, s.swap_bytes()),
-                None => h.all_good = false,
-            }
-        }
-        if h.first_piece == NO_PIECE {
-            h.buf.extend_from_slice(frame.get(payload..).unwrap_or(&[]));
-        } else {
-            let l = self.burst.link(payload, end);
-            if let Some(prev) = self.burst.links.get_mut(h.last_piece as usize) {
-                prev.next = l;
-            }
-            h.last_piece = l;
-        }
-        h.len += mss;
-        h.payload_bytes += mss;
-        h.count += 1;
-        h.next_seq = h.next_seq.wrapping_add(mss as u32);
-        if let Some(f) = h.buf.get_mut(l4 + 13) {
-            *f |= flags & (TCP_FIN | TCP_PSH);
-        }
+        // `end == h.info.end`: a full-size segment, `mss` payload bytes.
+        fast_append(h, &mut self.burst, frame, t, true, mss);
         h.advance_prediction();
         self.held_segments += 1;
         self.stats.merged_segments += 1;
@@ -2370,6 +2318,53 @@ fn same_headers_short(h: &Held, frame: &[u8]) -> bool {
         diff |= (load_word(frame, k * 8) ^ r) & m;
     }
     diff == 0
+}
+
+/// The fast lane's join of `frame` (TCP header `t`, `len` payload bytes ending the frame) to
+/// held packet `h`: its payload sum (deferred when it starts at an even offset; `good`: its L4
+/// checksum was `Good`), its payload (copied, or a piece linked in burst mode), the counts,
+/// the next sequence number and the FIN/PSH flags. Shared by [`GroEngine::quick_join`] and
+/// [`GroEngine::predicted_join`].
+#[inline(always)]
+fn fast_append(
+    h: &mut Held,
+    burst: &mut BurstState,
+    frame: &[u8],
+    t: &[u8; 20],
+    good: bool,
+    len: usize,
+) {
+    let (l4, payload, end) = (h.info.l4, h.info.payload, frame.len());
+    if good && h.all_good {
+        if h.payload_bytes.is_multiple_of(2) {
+            // Deferred (see `Held::deferred_acc`): no fold, no complement per segment.
+            h.deferred_n += 1;
+            h.deferred_acc += (end - l4) as u64 + varying_words(t);
+        } else {
+            match fast_payload_sum(h, frame, end) {
+                Some(s) => h.payload_sum = combine(h.payload_sum, s.swap_bytes()),
+                None => h.all_good = false,
+            }
+        }
+    } else {
+        h.all_good = false;
+    }
+    if h.first_piece == NO_PIECE {
+        h.buf.extend_from_slice(frame.get(payload..).unwrap_or(&[]));
+    } else {
+        let l = burst.link(payload, end);
+        if let Some(prev) = burst.links.get_mut(h.last_piece as usize) {
+            prev.next = l;
+        }
+        h.last_piece = l;
+    }
+    h.len += len;
+    h.payload_bytes += len;
+    h.count += 1;
+    h.next_seq = h.next_seq.wrapping_add(len as u32);
+    if let Some(f) = h.buf.get_mut(l4 + 13) {
+        *f |= t[13] & (TCP_FIN | TCP_PSH);
+    }
 }
 
 /// [`Offsets`](sluice_packet::Offsets) as one integer (equal exactly when the offsets are):

@@ -472,13 +472,7 @@ impl Switch {
         atomic: bool,
     ) -> Result<Vec<FlowResult>, SwitchError> {
         let mut ctl = self.control();
-        let mut results: Vec<FlowResult> = (0..lines.len())
-            .map(|index| FlowResult {
-                index,
-                handle: None,
-                error: None,
-            })
-            .collect();
+        let mut results = empty_results(lines.len());
         let mut rules = Vec::with_capacity(lines.len());
         let mut idx = Vec::with_capacity(lines.len());
         for (i, line) in lines.iter().enumerate() {
@@ -490,22 +484,10 @@ impl Switch {
                 Err(e) => results[i].error = Some(e.render(line)),
             }
         }
-        let parse_failed = results.iter().any(|r| r.error.is_some());
-        if atomic && parse_failed {
-            for r in &mut results {
-                if r.error.is_none() {
-                    r.error =
-                        Some("not applied: another rule of the all-or-nothing batch failed".into());
-                }
-            }
+        if atomic && refuse_rest(&mut results) {
             return Ok(results);
         }
-        let mode = if atomic {
-            BatchMode::AllOrNothing
-        } else {
-            BatchMode::BestEffort
-        };
-        let out = ctl.table.insert_batch(rules, mode);
+        let out = ctl.table.insert_batch(rules, batch_mode(atomic));
         for (i, r) in idx.into_iter().zip(out) {
             match r {
                 Ok(h) => results[i].handle = Some(h.0),
@@ -523,13 +505,7 @@ impl Switch {
         atomic: bool,
     ) -> Result<Vec<FlowResult>, SwitchError> {
         let mut ctl = self.control();
-        let mut results: Vec<FlowResult> = (0..specs.len())
-            .map(|index| FlowResult {
-                index,
-                handle: None,
-                error: None,
-            })
-            .collect();
+        let mut results = empty_results(specs.len());
         let mut refs = Vec::new();
         let mut idx = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
@@ -559,21 +535,10 @@ impl Switch {
                 Err(e) => results[i].error = Some(e.render(&text)),
             }
         }
-        if atomic && results.iter().any(|r| r.error.is_some()) {
-            for r in &mut results {
-                if r.error.is_none() {
-                    r.error =
-                        Some("not applied: another rule of the all-or-nothing batch failed".into());
-                }
-            }
+        if atomic && refuse_rest(&mut results) {
             return Ok(results);
         }
-        let mode = if atomic {
-            BatchMode::AllOrNothing
-        } else {
-            BatchMode::BestEffort
-        };
-        let out = ctl.table.delete_batch(refs, mode);
+        let out = ctl.table.delete_batch(refs, batch_mode(atomic));
         for (i, r) in idx.into_iter().zip(out) {
             if let Err(e) = r {
                 results[i].error = Some(rule_error(&e));
@@ -719,6 +684,37 @@ impl Switch {
 impl Drop for Switch {
     fn drop(&mut self) {
         let _ = self.shutdown();
+    }
+}
+
+/// One result per request element, nothing decided yet.
+fn empty_results(n: usize) -> Vec<FlowResult> {
+    (0..n)
+        .map(|index| FlowResult {
+            index,
+            handle: None,
+            error: None,
+        })
+        .collect()
+}
+
+/// If any element already failed, marks every other one as not applied (an all-or-nothing
+/// batch) and returns true.
+fn refuse_rest(results: &mut [FlowResult]) -> bool {
+    if !results.iter().any(|r| r.error.is_some()) {
+        return false;
+    }
+    for r in results.iter_mut().filter(|r| r.error.is_none()) {
+        r.error = Some("not applied: another rule of the all-or-nothing batch failed".into());
+    }
+    true
+}
+
+fn batch_mode(atomic: bool) -> BatchMode {
+    if atomic {
+        BatchMode::AllOrNothing
+    } else {
+        BatchMode::BestEffort
     }
 }
 

@@ -5,53 +5,19 @@
 #[path = "../../sluice-offload/tests/gro_common/mod.rs"]
 mod gro_common;
 
+mod pcap_common;
 use gro_common::*;
+use pcap_common::write_pcap;
 use sluice_packet::verify::{verify_frame, Verdict};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("sluice-pcap-gro-{}-{name}", std::process::id()))
-}
-
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&262_144u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    for (i, f) in frames.iter().enumerate() {
-        b.extend_from_slice(&(i as u32).to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(f);
-    }
-    std::fs::write(path, b).unwrap();
+    pcap_common::tmp("pcap-gro", name)
 }
 
 fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let b = std::fs::read(path).unwrap();
-    let be = b[0] == 0xa1;
-    let rd = |x: &[u8]| {
-        let a: [u8; 4] = x.try_into().unwrap();
-        if be {
-            u32::from_be_bytes(a)
-        } else {
-            u32::from_le_bytes(a)
-        }
-    };
-    assert_eq!(rd(&b[..4]), 0xa1b2_3c4d, "nanosecond pcap");
-    let mut at = 24;
-    let mut out = Vec::new();
-    while at + 16 <= b.len() {
-        let len = rd(&b[at + 8..at + 12]) as usize;
-        out.push(b[at + 16..at + 16 + len].to_vec());
-        at += 16 + len;
-    }
-    out
+    pcap_common::read_pcap_with(path, true)
 }
 
 fn sluice(args: &[&str]) -> std::process::Output {

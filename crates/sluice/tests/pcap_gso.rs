@@ -1,50 +1,17 @@
 //! `sluice pcap gso` end to end: a generated capture with mixed packets, flags and `--spec`.
 
+mod pcap_common;
+use pcap_common::write_pcap;
 use sluice_packet::verify::{verify_frame, Verdict};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("sluice-pcap-gso-{}-{name}", std::process::id()))
-}
-
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&262_144u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    for (i, f) in frames.iter().enumerate() {
-        b.extend_from_slice(&(i as u32).to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(f);
-    }
-    std::fs::write(path, b).unwrap();
+    pcap_common::tmp("pcap-gso", name)
 }
 
 fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let b = std::fs::read(path).unwrap();
-    let be = b[0] == 0xa1;
-    let rd = |x: &[u8]| {
-        let a: [u8; 4] = x.try_into().unwrap();
-        if be {
-            u32::from_be_bytes(a)
-        } else {
-            u32::from_le_bytes(a)
-        }
-    };
-    let mut at = 24;
-    let mut out = Vec::new();
-    while at + 16 <= b.len() {
-        let len = rd(&b[at + 8..at + 12]) as usize;
-        out.push(b[at + 16..at + 16 + len].to_vec());
-        at += 16 + len;
-    }
-    out
+    pcap_common::read_pcap_with(path, false)
 }
 
 fn ipv4_frame(proto: u8, l4: &[u8]) -> Vec<u8> {

@@ -1,0 +1,55 @@
+//! Capture files for the `sluice pcap …` CLI tests: a per-process temporary path, a classic
+//! little-endian pcap writer and a reader for what the CLI writes.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// `TMPDIR/sluice-TEST-PID-NAME`.
+pub fn tmp(test: &str, name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("sluice-{test}-{}-{name}", std::process::id()))
+}
+
+/// Writes `frames` as a microsecond pcap (Ethernet, snaplen 262 144), frame `i` at second `i`.
+pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&262_144u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        b.extend_from_slice(&(i as u32).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).expect("write pcap");
+}
+
+/// Reads the frames of a classic pcap of either byte order; with `nanosecond`, asserts it is a
+/// nanosecond-resolution capture.
+pub fn read_pcap_with(path: &Path, nanosecond: bool) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).expect("read pcap");
+    let be = b[0] == 0xa1;
+    let rd = |x: &[u8]| {
+        let a: [u8; 4] = x.try_into().expect("4 bytes");
+        if be {
+            u32::from_be_bytes(a)
+        } else {
+            u32::from_le_bytes(a)
+        }
+    };
+    if nanosecond {
+        assert_eq!(rd(&b[..4]), 0xa1b2_3c4d, "nanosecond pcap");
+    }
+    let mut at = 24;
+    let mut out = Vec::new();
+    while at + 16 <= b.len() {
+        let len = rd(&b[at + 8..at + 12]) as usize;
+        out.push(b[at + 16..at + 16 + len].to_vec());
+        at += 16 + len;
+    }
+    out
+}

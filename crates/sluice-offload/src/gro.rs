@@ -470,8 +470,11 @@ impl Held {
     }
 
     /// Turns on the prediction of a plain packet's next full-size, in-sequence segment (see
-    /// [`Held::pred`]): its IP length (or IPv6 payload length), IPv4 ID and TCP sequence number
-    /// join the compared bytes, with the values that segment must carry.
+    /// [`Held::pred`]): its IP length (or IPv6 payload length) joins the compared bytes (the
+    /// reference holds the first segment's, that of every full-size segment). The IPv4 ID and
+    /// TCP sequence number it must carry follow from the record ([`Held::predicted`]) and are
+    /// compared as two scalars: rewriting them into the reference per segment made the next
+    /// segment's vector loads wait on those narrow stores.
     /// Only for a plain packet ([`Held::plain`]).
     fn start_prediction(&mut self) {
         for (w, bits) in self
@@ -481,26 +484,22 @@ impl Held {
         {
             *w |= bits;
         }
-        // The reference already holds the first segment's length (that of every full-size
-        // segment); ID and sequence number follow.
         self.pred = true;
-        self.advance_prediction();
     }
 
-    /// Writes the predicted IPv4 ID and TCP sequence number of the next segment.
+    /// Whether a plain frame (TCP header `t`) carries the predicted next segment's TCP sequence
+    /// number and (IPv4) ID.
     #[inline(always)]
-    fn advance_prediction(&mut self) {
-        let l4 = self.info.l4;
-        if let Some(s) = self.cmp_ref.0.get_mut(l4 + 4..l4 + 8) {
-            s.copy_from_slice(&self.next_seq.to_be_bytes());
+    fn predicted(&self, frame: &[u8], t: &[u8; 20]) -> bool {
+        if be32_in(t, 4) != self.next_seq {
+            return false;
         }
-        if !self.info.ip[0].v6 {
-            let step = if self.fixed_id[0] { 0 } else { self.count };
-            let id = self.info.ip[0].id.wrapping_add(step);
-            if let Some(s) = self.cmp_ref.0.get_mut(ETH_HLEN + 4..ETH_HLEN + 6) {
-                s.copy_from_slice(&id.to_be_bytes());
-            }
+        if self.info.ip[0].v6 {
+            return true;
         }
+        let step = if self.fixed_id[0] { 0 } else { self.count };
+        let id = self.info.ip[0].id.wrapping_add(step);
+        be16(frame, ETH_HLEN + 4) == Some(id)
     }
 }
 
@@ -753,7 +752,7 @@ struct BurstState {
 }
 
 /// One payload piece of a [`BurstPacket`]: bytes `range` of input frame `frame`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BurstPiece {
     /// Index of the input frame in the burst.
     pub frame: usize,
@@ -837,19 +836,11 @@ impl Default for HeadBytes {
     }
 }
 
-/// The mask bits [`Held::start_prediction`] adds for a plain packet (little-endian words): IPv4
-/// total length and ID (frame bytes 16..20) and TCP sequence number (38..42), or the IPv6
-/// payload length (18..20) and TCP sequence number (58..62).
+/// The mask bits [`Held::start_prediction`] adds for a plain packet (little-endian words): the
+/// IPv4 total length (frame bytes 16..18) or the IPv6 payload length (18..20).
 const fn prediction_bits(v6: bool) -> [u64; CMP_WORDS] {
     let mut m = [0u64; CMP_WORDS];
-    if v6 {
-        m[2] = 0xffff_0000;
-        m[7] = 0xffff_ffff << 16;
-    } else {
-        m[2] = 0xffff_ffff;
-        m[4] = 0xffff << 48;
-        m[5] = 0xffff;
-    }
+    m[2] = if v6 { 0xffff_0000 } else { 0xffff };
     m
 }
 
@@ -1361,6 +1352,7 @@ impl GroEngine {
             return Lane::Other;
         };
         if end != h.info.end
+            || !h.predicted(frame, t)
             || meta.status(Slot::OuterL4) != CsumStatus::Good
             || (!v6 && meta.status(Slot::OuterIp) != CsumStatus::Good)
             || h.len - ETH_HLEN + mss > MAX_IP_LEN
@@ -1371,7 +1363,6 @@ impl GroEngine {
         let flags = t[13];
         // `end == h.info.end`: a full-size segment, `mss` payload bytes.
         fast_append(h, &mut self.burst, frame, t, true, mss);
-        h.advance_prediction();
         self.held_segments += 1;
         self.stats.merged_segments += 1;
         if flags & TCP_FINISHING != 0 {
@@ -2005,10 +1996,6 @@ impl GroEngine {
                 *f |= flags & (TCP_FIN | TCP_PSH);
             }
         }
-        if h.pred {
-            // Keep the prediction in step with the packet (never a stale sequence number).
-            h.advance_prediction();
-        }
         if h.first_piece != NO_PIECE {
             let (start, last) = (h.info.payload, h.last_piece);
             let l = self.push_link(start, end);
@@ -2090,15 +2077,20 @@ impl GroEngine {
         self.stats.flushed.bump(reason);
         self.held_segments = self.held_segments.saturating_sub(usize::from(h.count));
         let count = h.count;
-        if count > 1 {
-            if finalize(h).is_none() {
+        // (The finished metadata comes back from `finalize` by value: reloading it from the
+        // record right after its narrow stores would wait on store forwarding.)
+        let meta = if count > 1 {
+            self.stats.merged_packets += 1;
+            finalize(h).unwrap_or_else(|| {
                 // Cannot happen for frames that passed `classify`; keep the bytes, drop GSO.
                 h.meta = OffloadMeta::default();
-            }
-            self.stats.merged_packets += 1;
-        }
+                h.meta
+            })
+        } else {
+            h.meta
+        };
         self.stats.packets_out += 1;
-        let (buf, meta, first_piece) = (std::mem::take(&mut h.buf), h.meta, h.first_piece);
+        let (buf, first_piece) = (std::mem::take(&mut h.buf), h.first_piece);
         if first_piece == NO_PIECE {
             self.out.push_back(GroPacket {
                 frame: buf,
@@ -2120,15 +2112,25 @@ impl GroEngine {
             }
         } else {
             // Merged: the rewritten headers to the arena, the piece chain to the piece list.
+            // The chain has one link per segment: the pieces are written in place (no push,
+            // so no length kept in memory from one link to the next).
             out.headers.extend_from_slice(&buf);
+            out.pieces
+                .resize(ps + usize::from(count), BurstPiece::default());
             let mut l = first_piece;
-            while let Some(link) = self.burst.links.get(l as usize) {
-                out.pieces.push(BurstPiece {
+            let mut n = 0;
+            for d in out.pieces.get_mut(ps..).unwrap_or(&mut []) {
+                let Some(link) = self.burst.links.get(l as usize) else {
+                    break;
+                };
+                *d = BurstPiece {
                     frame: link.frame as usize,
                     range: link.start as usize..link.end as usize,
-                });
+                };
                 l = link.next;
+                n += 1;
             }
+            out.pieces.truncate(ps + n);
         }
         out.packets.push(BurstPacket {
             header: hs..out.headers.len(),
@@ -2943,68 +2945,85 @@ fn segment_payload_sum(frame: &[u8], info: &Info, end: usize) -> Option<u16> {
 }
 
 /// Fixes a merged packet's lengths and checksums and sets its GSO request.
-fn finalize(h: &mut Held) -> Option<()> {
-    let info = h.info;
-    let len = h.len;
+fn finalize(h: &mut Held) -> Option<OffloadMeta> {
+    let payload_sum = h.payload_sum_total();
+    let (len, all_good, mss, cwr) = (h.len, h.all_good, h.mss, h.cwr);
+    // Disjoint borrows: no copy of `info`. Every sum below is taken from the header bytes as
+    // they are and corrected arithmetically for the fields rewritten, before any is written: a
+    // load overlapping a just-written 16-bit field stalls on store forwarding.
+    let Held {
+        info, buf, meta, ..
+    } = h;
+    let info: &Info = info;
+    // The metadata changes on a copy, written back once (see `complete`).
+    let mut m = *meta;
+    let meta = &mut m;
     // IP lengths and IPv4 header checksums, every level.
     for lvl in 0..info.levels {
         let l3 = *info.l3.get(lvl)?;
         let ip = info.ip.get(lvl)?;
         if ip.v6 {
-            put16(
-                &mut h.buf,
-                l3 + 4,
-                u16::try_from(len.checked_sub(l3 + 40)?).ok()?,
-            )?;
+            put16(buf, l3 + 4, u16::try_from(len.checked_sub(l3 + 40)?).ok()?)?;
         } else {
-            put16(
-                &mut h.buf,
-                l3 + 2,
-                u16::try_from(len.checked_sub(l3)?).ok()?,
-            )?;
-            put16(&mut h.buf, l3 + 10, 0)?;
-            let c = !small_sum(h.buf.get(l3..l3 + 20)?);
-            put16(&mut h.buf, l3 + 10, c)?;
-            h.meta.checksum_recomputed(Slot::ip(level_of(lvl)));
+            let new_len = u16::try_from(len.checked_sub(l3)?).ok()?;
+            let hdr = buf.get(l3..l3 + 20)?;
+            // The header's sum with the length replaced and the checksum field zero (the sum
+            // of a version-4 header is never zero, so this is `small_sum`'s value).
+            let acc = words_sum(hdr)
+                + u64::from(!be16(hdr, 2)?)
+                + u64::from(!be16(hdr, 10)?)
+                + u64::from(new_len);
+            let c = !fold64(acc);
+            put16(buf, l3 + 2, new_len)?;
+            put16(buf, l3 + 10, c)?;
+            meta.checksum_recomputed(Slot::ip(level_of(lvl)));
         }
     }
     let l4 = info.l4;
     let l4_len = len.checked_sub(l4)?;
+    let ulen = u16::try_from(l4_len).ok()?;
     let (proto, field) = match info.proto? {
         Proto::Tcp => (ip_proto::TCP, 16),
-        Proto::Udp => {
-            put16(&mut h.buf, l4 + 4, u16::try_from(l4_len).ok()?)?;
-            (ip_proto::UDP, 6)
-        }
+        Proto::Udp => (ip_proto::UDP, 6),
     };
     let inner_slot = Slot::l4(level_of(info.innermost()));
-    let pseudo = l4_pseudo(&h.buf, &info, proto, l4_len)?;
-    if h.all_good {
-        put16(&mut h.buf, l4 + field, 0)?;
-        let hdr = small_sum(h.buf.get(l4..info.payload)?);
-        let mut c = !combine(combine(pseudo, hdr), h.payload_sum_total());
+    let pseudo = l4_pseudo(buf, info, proto, l4_len)?;
+    if all_good {
+        let hdr = buf.get(l4..info.payload)?;
+        // The L4 header's sum with the checksum field zero (and a UDP length replaced).
+        let mut acc = u64::from(small_sum(hdr)) + u64::from(!be16(hdr, field)?);
+        if proto == ip_proto::UDP {
+            acc += u64::from(!be16(hdr, 4)?) + u64::from(ulen);
+        }
+        let mut c = !combine(combine(pseudo, fold64(acc)), payload_sum);
         if c == 0 && proto == ip_proto::UDP {
             c = 0xffff;
         }
-        put16(&mut h.buf, l4 + field, c)?;
-        h.meta.checksum_recomputed(inner_slot);
+        if proto == ip_proto::UDP {
+            put16(buf, l4 + 4, ulen)?;
+        }
+        put16(buf, l4 + field, c)?;
+        meta.checksum_recomputed(inner_slot);
     } else {
-        put16(&mut h.buf, l4 + field, pseudo)?;
+        if proto == ip_proto::UDP {
+            put16(buf, l4 + 4, ulen)?;
+        }
+        put16(buf, l4 + field, pseudo)?;
     }
     // The outer UDP header of a tunnel: length, and the checksum when in use.
     let mut outer_partial = false;
     if let Some(t) = info.tunnel.filter(|t| t.kind != TunnelKind::Gre) {
         let ol4 = t.outer_l4;
         let olen = len.checked_sub(ol4)?;
-        put16(&mut h.buf, ol4 + 4, u16::try_from(olen).ok()?)?;
+        put16(buf, ol4 + 4, u16::try_from(olen).ok()?)?;
         if t.outer_csum {
             let ol3 = *info.l3.first()?;
-            let opseudo = pseudo_at(&h.buf, ol3, info.ip.first()?.v6, ip_proto::UDP, olen)?;
-            if h.all_good {
+            let opseudo = pseudo_at(buf, ol3, info.ip.first()?.v6, ip_proto::UDP, olen)?;
+            if all_good {
                 // Local checksum offload: the completed inner L4 region sums to the complement
                 // of its pseudo-header.
-                put16(&mut h.buf, ol4 + 6, 0)?;
-                let head = sum(h.buf.get(ol4..l4)?);
+                put16(buf, ol4 + 6, 0)?;
+                let head = sum(buf.get(ol4..l4)?);
                 let inner = if (l4 - ol4) % 2 == 1 {
                     (!pseudo).swap_bytes()
                 } else {
@@ -3014,22 +3033,20 @@ fn finalize(h: &mut Held) -> Option<()> {
                 if c == 0 {
                     c = 0xffff;
                 }
-                put16(&mut h.buf, ol4 + 6, c)?;
-                h.meta.checksum_recomputed(Slot::OuterL4);
+                put16(buf, ol4 + 6, c)?;
+                meta.checksum_recomputed(Slot::OuterL4);
             } else {
-                put16(&mut h.buf, ol4 + 6, opseudo)?;
+                put16(buf, ol4 + 6, opseudo)?;
                 outer_partial = true;
             }
         }
     }
     if outer_partial {
-        h.meta
-            .rx_needs_csum(u16::try_from(t_outer_l4(&info)?).ok()?, 6)
+        meta.rx_needs_csum(u16::try_from(t_outer_l4(info)?).ok()?, 6)
             .ok()?;
     }
-    if !h.all_good {
-        h.meta
-            .rx_needs_csum(u16::try_from(l4).ok()?, field as u16)
+    if !all_good {
+        meta.rx_needs_csum(u16::try_from(l4).ok()?, field as u16)
             .ok()?;
     }
     let inner_v6 = info.ip.get(info.innermost())?.v6;
@@ -3038,10 +3055,9 @@ fn finalize(h: &mut Held) -> Option<()> {
         (Proto::Tcp, true) => GsoType::TcpV6,
         (Proto::Udp, _) => GsoType::UdpL4,
     };
-    h.meta
-        .set_gso(gso, u16::try_from(h.mss).ok()?, h.cwr)
-        .ok()?;
-    Some(())
+    meta.set_gso(gso, u16::try_from(mss).ok()?, cwr).ok()?;
+    h.meta = m;
+    Some(m)
 }
 
 fn t_outer_l4(info: &Info) -> Option<usize> {
@@ -3288,12 +3304,12 @@ mod tests {
     fn prediction_bits_are_the_predicted_fields() {
         for v6 in [false, true] {
             let mut want = [0u64; CMP_WORDS];
-            let (ip, l4) = if v6 {
-                (ETH_HLEN + 4..ETH_HLEN + 6, 54)
+            let ip = if v6 {
+                ETH_HLEN + 4..ETH_HLEN + 6
             } else {
-                (ETH_HLEN + 2..ETH_HLEN + 6, 34)
+                ETH_HLEN + 2..ETH_HLEN + 4
             };
-            for a in ip.chain(l4 + 4..l4 + 8) {
+            for a in ip {
                 want[a / 8] |= 0xff << ((a % 8) * 8);
             }
             assert_eq!(prediction_bits(v6), want);

@@ -483,6 +483,7 @@ impl OffloadMeta {
 
     /// Sets the GSO request. `GsoType::None` requires `segment_size == 0`, any other type a
     /// non-zero size.
+    #[inline]
     pub fn set_gso(
         &mut self,
         gso_type: GsoType,
@@ -722,6 +723,7 @@ impl OffloadMeta {
     /// [`crate::rewrite::recompute_checksum`]): the slot becomes `Good` whatever it was. This is
     /// the only transition out of `Bad`; use it only for packets you built yourself or have
     /// explicitly decided to repair.
+    #[inline]
     pub fn checksum_recomputed(&mut self, slot: Slot) {
         if self.has_slot(slot) {
             self.set(slot, CsumStatus::Good);

@@ -461,11 +461,31 @@ impl Held {
             );
             return;
         };
-        self.cmp_ref = HeadBytes::default();
-        if let Some(d) = self.cmp_ref.0.get_mut(..hl) {
-            d.copy_from_slice(hdr);
+        if hl <= 64 {
+            // Headers in one 64-byte compare: only the first eight words are ever read (the
+            // mask's others are cleared all the same).
+            let (Some(r), Some(dm), Some(sm)) = (
+                self.cmp_ref.0.first_chunk_mut::<64>(),
+                self.cmp_mask.first_chunk_mut::<8>(),
+                m.first_chunk::<8>(),
+            ) else {
+                return;
+            };
+            *r = [0; 64];
+            if let Some(d) = r.get_mut(..hl) {
+                d.copy_from_slice(hdr);
+            }
+            *dm = *sm;
+            if let Some(rest) = self.cmp_mask.get_mut(8..) {
+                rest.fill(0);
+            }
+        } else {
+            self.cmp_ref = HeadBytes::default();
+            if let Some(d) = self.cmp_ref.0.get_mut(..hl) {
+                d.copy_from_slice(hdr);
+            }
+            self.cmp_mask = *m;
         }
-        self.cmp_mask = *m;
         self.cmp_words = hl.div_ceil(8);
     }
 
@@ -477,12 +497,10 @@ impl Held {
     /// segment's vector loads wait on those narrow stores.
     /// Only for a plain packet ([`Held::plain`]).
     fn start_prediction(&mut self) {
-        for (w, bits) in self
-            .cmp_mask
-            .iter_mut()
-            .zip(prediction_bits(self.info.ip[0].v6))
-        {
-            *w |= bits;
+        let bits = prediction_bits(self.info.ip[0].v6);
+        if let (Some(w), Some(b)) = (self.cmp_mask.get_mut(2), bits.get(2)) {
+            // The only word `prediction_bits` sets (checked by its test).
+            *w |= *b;
         }
         self.pred = true;
     }

@@ -8,10 +8,14 @@
 //! 1 → the next in-sequence segment of the previous frame (TCP sequence advanced by its payload,
 //! IPv4 ID + 1, checksums recomputed) — so that the fuzzer reaches the merge paths; 2 → the
 //! previous frame again with one byte (`len` picks which) flipped; 3 → end of batch.
+//!
+//! Burst mode is checked against copying mode: with batches flushed at their end (max age 0),
+//! every batch is also fed to a second engine's `coalesce_burst`, whose packets (headers plus
+//! pieces of the input frames, linearized) must be exactly the copying engine's for that batch.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_offload::gro::{GroConfig, GroEngine};
+use sluice_offload::gro::{GroBurst, GroConfig, GroEngine};
 use sluice_packet::verify::{verify_frame, Verdict};
 use sluice_packet::{rewrite, CsumStatus, GsoType, OffloadMeta, Slot};
 
@@ -31,6 +35,12 @@ fuzz_target!(|data: &[u8]| {
         ..GroConfig::default()
     };
     let mut e = GroEngine::new(cfg);
+    let mut burst_engine = GroEngine::new(cfg);
+    let mut burst_out = GroBurst::new();
+    let compare = cfg.max_age == 0;
+    // This batch's input (for the burst engine) and the copying engine's output of it.
+    let mut batch: Vec<(Vec<u8>, OffloadMeta)> = Vec::new();
+    let mut copied: Vec<(Vec<u8>, OffloadMeta, u16)> = Vec::new();
     let mut prev: Vec<u8> = Vec::new();
     let mut frames_in = 0usize;
     let mut segments_out = 0usize;
@@ -61,7 +71,12 @@ fuzz_target!(|data: &[u8]| {
             _ => {
                 e.end_batch(now);
                 now += 1;
-                drain(&mut e, &mut segments_out);
+                drain(&mut e, &mut segments_out, &mut copied);
+                if compare {
+                    check_burst(&mut burst_engine, &mut burst_out, &batch, &copied);
+                }
+                batch.clear();
+                copied.clear();
                 continue;
             }
         };
@@ -84,28 +99,62 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         e.receive(&frame, meta, now);
+        if compare {
+            batch.push((frame.clone(), meta));
+        }
         frames_in += 1;
         assert!(e.held_flows() <= max_flows);
         assert!(e.held_segments() <= MAX_HELD);
         prev = frame;
         if e.output_len() > 16 {
-            drain(&mut e, &mut segments_out);
+            drain(&mut e, &mut segments_out, &mut copied);
         }
     }
     e.flush(sluice_offload::gro::FlushReason::Manual);
-    drain(&mut e, &mut segments_out);
+    drain(&mut e, &mut segments_out, &mut copied);
+    if compare {
+        check_burst(&mut burst_engine, &mut burst_out, &batch, &copied);
+    }
     assert_eq!(frames_in, segments_out, "frames lost or duplicated");
     let bound = (max_flows + (2 * max_flows).max(64)) * (66_048 + biggest);
     assert!(e.buffer_bytes() <= bound);
 });
 
-fn drain(e: &mut GroEngine, segments_out: &mut usize) {
+fn drain(
+    e: &mut GroEngine,
+    segments_out: &mut usize,
+    copied: &mut Vec<(Vec<u8>, OffloadMeta, u16)>,
+) {
     while let Some(p) = e.pop_output() {
         *segments_out += usize::from(p.segments);
         if p.segments > 1 {
             check_merged(&p.frame, &p.meta);
         }
+        copied.push((p.frame.clone(), p.meta, p.segments));
         e.recycle(p.frame);
+    }
+}
+
+/// One batch through `coalesce_burst`: the same packets as the copying engine gave for it.
+fn check_burst(
+    engine: &mut GroEngine,
+    out: &mut GroBurst,
+    batch: &[(Vec<u8>, OffloadMeta)],
+    copied: &[(Vec<u8>, OffloadMeta, u16)],
+) {
+    let frames: Vec<&[u8]> = batch.iter().map(|(f, _)| f.as_slice()).collect();
+    let metas: Vec<OffloadMeta> = batch.iter().map(|(_, m)| *m).collect();
+    engine.coalesce_burst(&frames, &metas, out);
+    assert_eq!(out.packets().len(), copied.len(), "burst mode: packet count");
+    for (p, (frame, meta, segments)) in out.packets().iter().zip(copied) {
+        let mut f = Vec::new();
+        out.linearize(p, &frames, &mut f);
+        assert_eq!(&f, frame, "burst mode: packet bytes");
+        assert_eq!(p.meta, *meta, "burst mode: metadata");
+        assert_eq!(p.segments, *segments, "burst mode: segments");
+        for piece in out.pieces(p) {
+            assert!(piece.frame < frames.len() && piece.range.end <= frames[piece.frame].len());
+        }
     }
 }
 

@@ -92,6 +92,12 @@ impl Actions {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
+    /// The address of the shared allocation (a cache key; equal addresses of two live values
+    /// mean one allocation).
+    pub(crate) fn addr(&self) -> usize {
+        Arc::as_ptr(&self.0).cast::<()>() as usize
+    }
+
     /// Heap bytes of the list (for the memory quota).
     pub fn heap_bytes(&self) -> usize {
         core::mem::size_of_val::<[Action]>(&self.0) + 2 * core::mem::size_of::<usize>()

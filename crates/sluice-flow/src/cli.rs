@@ -166,7 +166,7 @@ impl SplitMix {
 /// The benchmark's rule `i` of `n` over `masks` masks: IPv4 TCP, `dst_ip` with prefix
 /// 16 + (mask mod 16), exact `dst_port`, plus `src_ip 172.16.0.0/12`-style and `in_port`
 /// matches for masks 16..64. Distinct for every `i`; priority pseudo-random in 0..1024; action
-/// `output:(i mod 16)`.
+/// `output:(i mod 16)`, one shared [`Actions`] value per port.
 pub fn bench_rule(i: usize, masks: usize) -> Rule {
     let masks = masks.clamp(1, 64);
     let j = i % masks;
@@ -195,8 +195,20 @@ pub fn bench_rule(i: usize, masks: usize) -> Rule {
     Rule {
         matcher: m,
         priority: prio,
-        actions: Actions::new([Action::Output((i % 16) as u32)]),
+        actions: BENCH_ACTIONS.with(|a| {
+            a.get(i % 16)
+                .cloned()
+                .unwrap_or_else(|| Actions::output((i % 16) as u32))
+        }),
     }
+}
+
+thread_local! {
+    /// The benchmark's 16 action lists (`output:0` … `output:15`), one value each that its
+    /// rules share, as a controller reuses its action values (a rule file's repeated action
+    /// texts share one list too: see [`crate::text`]).
+    static BENCH_ACTIONS: Vec<Actions> =
+        (0..16).map(|p| Actions::new([Action::Output(p)])).collect();
 }
 
 /// A packet that matches `rule` (random bits where the rule's mask is zero).

@@ -130,24 +130,54 @@ impl Hasher for Fold {
 
 type FoldMap<K, V> = HashMap<K, V, BuildHasherDefault<Fold>>;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Masks {
     by_mask: FoldMap<Mask, u32>,
     /// (mask, rules using it) by id; `None` when free.
     slots: Vec<Option<(Mask, usize)>>,
     idr: Idr,
-    last: Option<(Mask, u32)>,
+    /// Masks found lately, by [`quick_slot`] of the mask: (mask id + 1, or 0 for none). A hit
+    /// is proven by comparing with the registered mask, and costs one cheap hash instead of
+    /// the map's (batches often cycle through a few masks).
+    recent: [u32; MASK_CACHE],
+}
+
+impl Default for Masks {
+    fn default() -> Self {
+        Masks {
+            by_mask: FoldMap::default(),
+            slots: Vec::new(),
+            idr: Idr::default(),
+            recent: [0; MASK_CACHE],
+        }
+    }
+}
+
+/// Places in [`Masks::recent`] (a power of two).
+const MASK_CACHE: usize = 64;
+
+/// A mask's place in [`Masks::recent`]: an add-rotate over its words, multiplied.
+#[inline]
+fn quick_slot(mask: &Mask) -> usize {
+    let h = mask
+        .words()
+        .iter()
+        .fold(0u64, |a, w| a.wrapping_add(*w).rotate_left(23));
+    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize & (MASK_CACHE - 1)
 }
 
 impl Masks {
     fn find(&mut self, mask: &Mask) -> Option<u32> {
-        if let Some((m, id)) = &self.last {
-            if m == mask {
-                return Some(*id);
+        let q = quick_slot(mask);
+        if let Some(&id1) = self.recent.get(q) {
+            if id1 != 0 && self.mask(id1 - 1) == Some(mask) {
+                return Some(id1 - 1);
             }
         }
         let id = *self.by_mask.get(mask)?;
-        self.last = Some((*mask, id));
+        if let Some(r) = self.recent.get_mut(q) {
+            *r = id + 1;
+        }
         Some(id)
     }
 
@@ -190,8 +220,10 @@ impl Masks {
         let mask = *mask;
         *slot = None;
         self.by_mask.remove(&mask);
-        if matches!(self.last, Some((_, l)) if l == id) {
-            self.last = None;
+        if let Some(r) = self.recent.get_mut(quick_slot(&mask)) {
+            if *r == id + 1 {
+                *r = 0;
+            }
         }
         self.idr.free(id);
         true
@@ -210,8 +242,10 @@ impl Masks {
         let mask = *mask;
         *slot = None;
         self.by_mask.remove(&mask);
-        if matches!(self.last, Some((_, l)) if l == id) {
-            self.last = None;
+        if let Some(r) = self.recent.get_mut(quick_slot(&mask)) {
+            if *r == id + 1 {
+                *r = 0;
+            }
         }
         self.idr.free(id);
         true
@@ -230,10 +264,18 @@ struct ActionLists {
     /// Recently interned lists: (hash, id + 1) by the hash's low bits, so a list seen lately
     /// costs one hash and one comparison, not a map probe.
     recent: Vec<(u64, u32)>,
+    /// Lists recently interned or found, by the address of the caller's allocation: (address,
+    /// id + 1). A hit is proven by the interned list sharing that allocation (the table holds
+    /// a reference to it, so the address cannot have been reused by another list), and costs
+    /// no hashing: callers that reuse their action-list values pay one comparison.
+    by_addr: Vec<(usize, u32)>,
 }
 
 /// Places in [`ActionLists::recent`] (a power of two).
 const RECENT: usize = 1024;
+
+/// Places in [`ActionLists::by_addr`] (a power of two).
+const BY_ADDR: usize = 64;
 
 impl ActionLists {
     fn list(&self, id: u32) -> Option<&Actions> {
@@ -246,6 +288,14 @@ impl ActionLists {
         let mut found = self
             .last
             .filter(|l| self.list(*l).is_some_and(|x| x.ptr_eq(a)));
+        let slot = (a.addr() >> 4) & (BY_ADDR - 1);
+        if found.is_none() {
+            if let Some(&(addr, id1)) = self.by_addr.get(slot) {
+                if addr == a.addr() && id1 != 0 {
+                    found = Some(id1 - 1).filter(|&id| self.list(id).is_some_and(|x| x.ptr_eq(a)));
+                }
+            }
+        }
         let mut fp = None;
         if found.is_none() {
             let mut h = Fold::default();
@@ -292,6 +342,12 @@ impl ActionLists {
         if let Some(f) = fp {
             if let Some(r) = self.recent.get_mut(f as usize & (RECENT - 1)) {
                 *r = (f, id + 1);
+            }
+            if self.by_addr.is_empty() {
+                self.by_addr = vec![(0, 0); BY_ADDR];
+            }
+            if let Some(r) = self.by_addr.get_mut(slot) {
+                *r = (a.addr(), id + 1);
             }
         }
         if let Some(Some((_, n))) = self.slots.get_mut(id as usize) {

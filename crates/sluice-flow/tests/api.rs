@@ -257,3 +257,55 @@ fn aborted_batches_keep_both_copies_in_step() {
         }
     }
 }
+
+/// Rules that share one action-list value (found by its address, no hashing), lists forgotten
+/// when their last rule goes and interned again later, and masks freed and reused: every rule
+/// keeps exactly its own actions and lookups find it.
+#[test]
+fn shared_action_values_and_reused_masks_stay_exact() {
+    let mut t = FlowTable::new(TableConfig::default());
+    let lists: Vec<Actions> = (0..4).map(Actions::output).collect();
+    let with = |port: u16, prio: u32, prefix: u8, a: &Actions| {
+        let mut r = rule(port, prio);
+        let mut k = [0u8; 16];
+        k[12] = 10;
+        let mut mm = [0u8; 16];
+        mm[12..].copy_from_slice(&(u32::MAX << (32 - u32::from(prefix))).to_be_bytes());
+        r.matcher.set(Field::IpDst, &k, &mm);
+        r.actions = a.clone();
+        r
+    };
+    for round in 0..3u32 {
+        // Batch: 64 rules cycling through the four shared lists and two masks.
+        let batch: Vec<Rule> = (0..64u16)
+            .map(|i| {
+                let prefix = if i % 2 == 0 { 8 } else { 16 };
+                with(i, round, prefix, &lists[usize::from(i % 4)])
+            })
+            .collect();
+        let hs: Vec<Handle> = t
+            .insert_batch(batch.clone(), BatchMode::BestEffort)
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        for (h, r) in hs.iter().zip(&batch) {
+            let got = t.rule(*h).unwrap();
+            assert_eq!(got.actions, r.actions);
+            assert!(got.actions.ptr_eq(&r.actions) || got.actions == r.actions);
+            assert_eq!(got.matcher, r.matcher);
+        }
+        // Delete everything: both masks and all four lists are forgotten, to be registered
+        // again (other ids, or the same ones) next round.
+        let res = t.delete_batch(
+            hs.iter().map(|h| RuleRef::Handle(*h)).collect(),
+            BatchMode::BestEffort,
+        );
+        assert!(res.iter().all(Result::is_ok));
+        assert!(t.is_empty());
+        assert_eq!(t.masks(), 0);
+    }
+    // A list with other content at a new allocation is never confused with a cached one.
+    let other = Actions::new([Action::Drop]);
+    let h = t.insert(with(1, 1, 8, &other)).unwrap();
+    assert_eq!(t.rule(h).unwrap().actions, other);
+}

@@ -142,6 +142,20 @@ pub(crate) fn same_words<const N: usize>(a: &[u64; N], b: &[u64; N]) -> bool {
         == 0
 }
 
+/// A field value as [`FlowKey::set`] stores it in a field of `len` (at most 16) bytes: a
+/// shorter value right-aligned after zeros, a longer one cut to its first `len` bytes.
+#[inline]
+pub(crate) fn fit(value: &[u8], len: usize) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    let len = len.min(16);
+    let skip = len.saturating_sub(value.len());
+    let n = len - skip;
+    if let (Some(d), Some(v)) = (out.get_mut(skip..len), value.get(..n)) {
+        d.copy_from_slice(v);
+    }
+    out
+}
+
 impl core::hash::Hash for FlowKey {
     fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
         self.w.hash(state);
@@ -203,6 +217,8 @@ impl FlowKey {
         }
     }
 
+    /// One byte at a time: the reference the word-wise [`FlowKey::set`] is tested against.
+    #[cfg(test)]
     fn set_byte(&mut self, o: usize, v: u8) {
         if let Some(w) = self.w.get_mut(o / 8) {
             let mut b = w.to_ne_bytes();
@@ -217,22 +233,57 @@ impl FlowKey {
     /// field.
     pub fn set(&mut self, field: Field, value: &[u8]) {
         let (off, len) = field.span();
-        let skip = len.saturating_sub(value.len());
-        for i in 0..len {
-            let v = if i < skip {
-                0
-            } else {
-                value.get(i - skip).copied().unwrap_or(0)
-            };
-            self.set_byte(off + i, v);
-        }
+        let bytes = fit(value, len);
+        self.write_span(off, bytes.get(..len).unwrap_or(&[]));
     }
 
     /// The field's bytes (network byte order); `out` must be the field's length.
     pub fn read(&self, field: Field, out: &mut [u8]) {
         let (off, len) = field.span();
-        for (i, b) in out.iter_mut().enumerate().take(len) {
-            *b = self.byte(off + i);
+        let (first, span) = self.span_bytes(off, len);
+        let start = off - first * 8;
+        let n = len.min(out.len());
+        if let (Some(d), Some(src)) = (out.get_mut(..n), span.get(start..start + n)) {
+            d.copy_from_slice(src);
+        }
+    }
+
+    /// The (at most three) words holding bytes `off..off + len` as bytes: (first word's index,
+    /// its bytes and the next two's).
+    #[inline]
+    fn span_bytes(&self, off: usize, len: usize) -> (usize, [u8; 24]) {
+        let first = off / 8;
+        let last = (off + len.max(1) - 1) / 8;
+        let mut buf = [0u8; 24];
+        for (chunk, w) in buf
+            .chunks_exact_mut(8)
+            .zip(self.w.iter().skip(first).take(last + 1 - first))
+        {
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+        (first, buf)
+    }
+
+    /// Writes bytes `off..off + bytes.len()` (at most 16), a word at a time.
+    #[inline]
+    fn write_span(&mut self, off: usize, bytes: &[u8]) {
+        let len = bytes.len();
+        let (first, mut buf) = self.span_bytes(off, len);
+        let start = off - first * 8;
+        if let Some(d) = buf.get_mut(start..start + len) {
+            d.copy_from_slice(bytes);
+        }
+        let last = (off + len.max(1) - 1) / 8;
+        for (w, chunk) in self
+            .w
+            .iter_mut()
+            .skip(first)
+            .take(last + 1 - first)
+            .zip(buf.chunks_exact(8))
+        {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            *w = u64::from_ne_bytes(b);
         }
     }
 
@@ -473,6 +524,48 @@ fn ip_addrs(frame: &[u8], l3: usize, kind: L3Kind) -> ([u8; 16], [u8; 16]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte-at-a-time field write the word-wise one replaced.
+    fn set_bytewise(k: &mut FlowKey, field: Field, value: &[u8]) {
+        let (off, len) = field.span();
+        let skip = len.saturating_sub(value.len());
+        for i in 0..len {
+            let v = if i < skip {
+                0
+            } else {
+                value.get(i - skip).copied().unwrap_or(0)
+            };
+            k.set_byte(off + i, v);
+        }
+    }
+
+    #[test]
+    fn wordwise_set_and_read_match_bytewise() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..200 {
+            let base = FlowKey::from_words(core::array::from_fn(|_| next()));
+            for f in Field::ALL {
+                for n in 0..=17usize {
+                    let value: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+                    let (mut a, mut b) = (base, base);
+                    a.set(f, &value);
+                    set_bytewise(&mut b, f, &value);
+                    assert_eq!(a, b, "round {round} {f:?} len {n}");
+                    let (_, len) = f.span();
+                    let mut out = vec![0u8; len];
+                    a.read(f, &mut out);
+                    let want: Vec<u8> = (0..len).map(|i| b.byte(f.span().0 + i)).collect();
+                    assert_eq!(out, want);
+                }
+            }
+        }
+    }
 
     #[test]
     fn fields_do_not_overlap_and_fill_the_key() {

@@ -42,19 +42,15 @@ impl Match {
 
     /// Sets a field's value and mask together (the value is masked).
     pub fn set(&mut self, field: Field, value: &[u8], mask: &[u8]) {
-        let mut v = FlowKey::ZERO;
-        v.set(field, value);
-        let mut m = FlowKey::ZERO;
-        m.set(field, mask);
-        let v = v.masked(&m);
-        // Replace only this field's bytes.
-        let mut vb = [0u8; 16];
-        let mut mb = [0u8; 16];
+        // Both as the field stores them, then the value masked; only this field's bytes change.
         let (_, len) = field.span();
-        v.read(field, &mut vb[..len]);
-        m.read(field, &mut mb[..len]);
-        self.key.set(field, &vb[..len]);
-        self.mask.set(field, &mb[..len]);
+        let mb = crate::key::fit(mask, len);
+        let mut vb = crate::key::fit(value, len);
+        for (v, m) in vb.iter_mut().zip(mb) {
+            *v &= m;
+        }
+        self.key.set(field, vb.get(..len).unwrap_or(&[]));
+        self.mask.set(field, mb.get(..len).unwrap_or(&[]));
     }
 
     /// Sets a numeric field with an exact mask.

@@ -1,4 +1,4 @@
-//! `bench_flows`: the classifier benchmark (`sluice bench flows` until the binary wires it), and
+//! `bench_flows`: the classifier benchmark (the library side of `sluice bench flows`), and
 //! the rule-file generator for the OVS / nftables comparison (`bench/ovs/flows-vs-ovs.sh`).
 //!
 //! ```text

@@ -283,6 +283,9 @@ pub struct GroEngine {
     held_segments: usize,
     stats: GroStats,
     burst: BurstState,
+    /// [`GroEngine::simple_burst`]'s flows and their references (kept for their capacity).
+    simple: Vec<SimpleFlow>,
+    simple_refs: Vec<SimpleRef>,
 }
 
 /// L4 of the merged protocol.
@@ -781,6 +784,97 @@ impl Iterator for Chain<'_> {
     }
 }
 
+/// Most frames a burst may have for [`GroEngine::simple_burst`].
+const SIMPLE_MAX: usize = 64;
+/// Places of its flow table (at least twice [`SIMPLE_MAX`], a power of two).
+const SIMPLE_SLOTS: usize = 128;
+
+/// One flow of a burst in [`GroEngine::simple_burst`]: its packet so far.
+#[derive(Debug, Clone, Copy)]
+struct SimpleFlow {
+    hash: u64,
+    /// The first segment's frame index (also its link's), and the last segment's link.
+    first: u32,
+    last_link: u32,
+    shape: PlainShape,
+    /// The first segment's TCP data offset in words (its [`PlainMasks`] entry).
+    doff: usize,
+    /// The first segment's frame length and payload length (every full-size segment's).
+    end: usize,
+    mss: usize,
+    id0: u16,
+    fixed_id: bool,
+    count: u16,
+    /// Merged frame length and payload bytes so far.
+    len: usize,
+    payload_bytes: usize,
+    next_seq: u32,
+    /// FIN and PSH of the segments joined (ORed into the header, as Linux does).
+    flags_or: u8,
+    /// As [`Held::fixed_sum`], [`Held::payload_sum`], [`Held::deferred_n`] and
+    /// [`Held::deferred_acc`].
+    fixed_sum: u32,
+    payload_sum: u16,
+    deferred_n: u64,
+    deferred_acc: u64,
+    done: bool,
+    /// From the second segment on, for headers of at most 64 bytes: the flow's [`SimpleRef`]
+    /// holds the first segment's first 64 bytes and the mask's first eight words.
+    inline: bool,
+}
+
+/// The comparison reference of a [`SimpleFlow`] (kept apart and reused across bursts, so a
+/// flow that stays alone costs no copy).
+#[derive(Debug, Clone, Copy)]
+struct SimpleRef {
+    r: [u8; 64],
+    m: [u64; 8],
+}
+
+impl SimpleFlow {
+    /// The payload sum with the deferred segments folded in (as [`Held::payload_sum_total`]).
+    fn payload_sum_total(&self) -> u16 {
+        if self.deferred_n == 0 {
+            return self.payload_sum;
+        }
+        let pending = self
+            .deferred_n
+            .wrapping_mul(u64::from(self.fixed_sum))
+            .wrapping_add(self.deferred_acc);
+        combine(self.payload_sum, !fold64(pending))
+    }
+}
+
+/// Whether `frame`'s headers equal flow `f`'s first segment's (`first`) under its plain
+/// fast-path mask; `None` when a frame is too short for the comparison.
+#[inline(always)]
+fn simple_same(
+    masks: &PlainMasks,
+    f: &SimpleFlow,
+    r: &SimpleRef,
+    frame: &[u8],
+    frames: &[&[u8]],
+) -> Option<bool> {
+    if f.inline {
+        return Some(masked_equal(frame.first_chunk::<64>()?, &r.r, &r.m));
+    }
+    let first = frames.get(f.first as usize)?;
+    let mask = masks.masks.get(usize::from(f.shape.v6))?.get(f.doff)?;
+    Some(if f.shape.payload <= 64 {
+        masked_equal(
+            frame.first_chunk::<64>()?,
+            first.first_chunk::<64>()?,
+            mask.first_chunk::<8>()?,
+        )
+    } else {
+        masked_equal(
+            frame.first_chunk::<128>()?,
+            first.first_chunk::<128>()?,
+            mask,
+        )
+    })
+}
+
 /// Burst (zero-copy) mode state of [`GroEngine::coalesce_burst`].
 #[derive(Debug, Default)]
 struct BurstState {
@@ -924,6 +1018,8 @@ impl GroEngine {
             held_segments: 0,
             stats: GroStats::default(),
             burst: BurstState::default(),
+            simple: Vec::new(),
+            simple_refs: Vec::new(),
             cfg,
         }
     }
@@ -997,6 +1093,11 @@ impl GroEngine {
             },
         );
         self.burst.active = true;
+        if self.simple_burst(frames, metas) {
+            self.burst.active = false;
+            std::mem::swap(&mut self.burst.out, out);
+            return;
+        }
         for (k, frame) in frames.iter().enumerate() {
             self.burst.index = u32::try_from(k).unwrap_or(u32::MAX);
             self.stats.frames_in += 1;
@@ -1025,6 +1126,347 @@ impl GroEngine {
         self.flush_all(FlushReason::BatchEnd);
         self.burst.active = false;
         std::mem::swap(&mut self.burst.out, out);
+    }
+
+    /// Burst mode's lane for the common burst: every frame a plain TCP data segment
+    /// ([`plain_tcp`]) whose checksums the device verified, each extending its flow in order
+    /// (the next sequence number, the IPv4 ID rule, no longer than the first, room under
+    /// 64 KiB, headers equal to the first segment's under the fast-path mask), within the flow
+    /// and segment budgets. For such a burst the general pass makes exactly these decisions, so
+    /// this lane builds its output directly: one packet per flow, finished early by FIN/PSH or
+    /// a short segment (in the order they finish) or at the end (in order of first arrival),
+    /// with no held records, views or pooled buffers. At the first frame outside that, it
+    /// returns `false` having left nothing the general pass depends on (its output is cleared;
+    /// links are rewritten before they are used), and the caller runs the general pass.
+    fn simple_burst(&mut self, frames: &[&[u8]], metas: &[OffloadMeta]) -> bool {
+        if !self.cfg.tcp
+            || frames.is_empty()
+            || frames.len() > SIMPLE_MAX
+            || metas.len() < frames.len()
+        {
+            return false;
+        }
+        let mut flows = std::mem::take(&mut self.simple);
+        let mut refs = std::mem::take(&mut self.simple_refs);
+        flows.clear();
+        let mut counts = FlushCounts::default();
+        let done = self
+            .simple_scan(frames, metas, &mut flows, &mut refs, &mut counts)
+            .is_some();
+        if done {
+            let packets = self.burst.out.packets.len() as u64;
+            let merged = self
+                .burst
+                .out
+                .packets
+                .iter()
+                .filter(|p| p.segments > 1)
+                .count();
+            let st = &mut self.stats;
+            st.frames_in += frames.len() as u64;
+            st.packets_out += packets;
+            st.merged_segments += frames.len() as u64 - packets;
+            st.merged_packets += merged as u64;
+            st.flushed.batch_end += counts.batch_end;
+            st.flushed.flags += counts.flags;
+            st.flushed.size += counts.size;
+        } else {
+            self.burst.out.packets.clear();
+            self.burst.out.headers.clear();
+        }
+        self.simple = flows;
+        self.simple_refs = refs;
+        done
+    }
+
+    /// [`GroEngine::simple_burst`]'s pass; `None` at the first frame outside its case.
+    fn simple_scan(
+        &mut self,
+        frames: &[&[u8]],
+        metas: &[OffloadMeta],
+        flows: &mut Vec<SimpleFlow>,
+        refs: &mut Vec<SimpleRef>,
+        counts: &mut FlushCounts,
+    ) -> Option<()> {
+        // Flows by flow hash (open addressing), and a hint by the 4 bytes at offset 34 (the
+        // ports of a plain IPv4 frame): the hinted flow is taken when the frame's headers equal
+        // its first segment's, which proves the flow without hashing.
+        let mut table = [0u8; SIMPLE_SLOTS];
+        let mut hints = [0u8; PORT_CACHE];
+        let (mut held, mut held_segments) = (0usize, 0usize);
+        for (k, (&frame, meta)) in frames.iter().zip(metas).enumerate() {
+            if meta.status(Slot::OuterL4) != CsumStatus::Good {
+                return None;
+            }
+            let hint = port_cache_index(frame.get(34..38)?) % PORT_CACHE;
+            let hinted = match *hints.get(hint)? {
+                0 => None,
+                g => {
+                    let i = usize::from(g) - 1;
+                    let f = flows.get(i)?;
+                    let r = refs.get(i)?;
+                    (!f.done && simple_same(&self.plain_masks, f, r, frame, frames)?).then_some(i)
+                }
+            };
+            let i = match hinted {
+                Some(i) => i,
+                None => {
+                    let hash = plain_hash(frame)?;
+                    let mut place = (hash >> 57) as usize & (SIMPLE_SLOTS - 1);
+                    let found = loop {
+                        match *table.get(place)? {
+                            0 => break None,
+                            g => {
+                                let i = usize::from(g) - 1;
+                                if flows.get(i)?.hash == hash {
+                                    break Some(i);
+                                }
+                                place = (place + 1) & (SIMPLE_SLOTS - 1);
+                            }
+                        }
+                    };
+                    match found {
+                        Some(i) => {
+                            // Its flow by the hash: it must be that packet's next segment.
+                            let f = flows.get(i)?;
+                            let r = refs.get(i)?;
+                            if f.done || !simple_same(&self.plain_masks, f, r, frame, frames)? {
+                                return None;
+                            }
+                            *hints.get_mut(hint)? = u8::try_from(i + 1).ok()?;
+                            i
+                        }
+                        None => {
+                            self.burst.index = k as u32;
+                            self.simple_start(frame, meta, hash, held, flows)?;
+                            if refs.len() < flows.len() {
+                                refs.push(SimpleRef {
+                                    r: [0; 64],
+                                    m: [0; 8],
+                                });
+                            }
+                            *table.get_mut(place)? = u8::try_from(flows.len()).ok()?;
+                            *hints.get_mut(hint)? = u8::try_from(flows.len()).ok()?;
+                            held += 1;
+                            held_segments += 1;
+                            if held_segments > self.cfg.max_held_packets {
+                                return None;
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
+            let f = flows.get_mut(i)?;
+            let PlainShape { v6, l4, payload } = f.shape;
+            let end = frame.len();
+            // (The headers matched the first segment's, so the frame has at least 64 bytes and
+            // the shape's fields sit at the shape's offsets.)
+            let head = frame.first_chunk::<64>()?;
+            if end <= payload
+                || if v6 {
+                    meta.status(Slot::OuterIp) == CsumStatus::Bad
+                } else {
+                    meta.status(Slot::OuterIp) != CsumStatus::Good
+                }
+            {
+                return None;
+            }
+            // The IP packet ends the frame; the ID rule (incrementing, or fixed from the second
+            // segment on); in sequence, not longer than the first, room under 64 KiB.
+            let mut fixed = f.fixed_id;
+            let t: &[u8; 20] = if v6 {
+                if usize::from(u16::from_be_bytes([head[18], head[19]])) + ETH_HLEN + 40 != end {
+                    return None;
+                }
+                frame.get(54..74)?.try_into().ok()?
+            } else {
+                if usize::from(u16::from_be_bytes([head[16], head[17]])) + ETH_HLEN != end {
+                    return None;
+                }
+                let offset = u16::from_be_bytes([head[18], head[19]]).wrapping_sub(f.id0);
+                fixed = fixed || (f.count == 1 && offset == 0);
+                if offset != if fixed { 0 } else { f.count } {
+                    return None;
+                }
+                head.get(34..54)?.try_into().ok()?
+            };
+            let len = end - payload;
+            if be32_in(t, 4) != f.next_seq || len > f.mss || f.len - ETH_HLEN + len > MAX_IP_LEN {
+                return None;
+            }
+            let flags = t[13];
+            if f.count == 1 {
+                let first = frames.get(f.first as usize)?;
+                // The first segment's sums, from its headers (as `Held::first_sums`).
+                let ft: &[u8; 20] = first.get(l4..l4 + 20)?.try_into().ok()?;
+                let addrs = if v6 {
+                    first.get(ETH_HLEN + 8..ETH_HLEN + 40)?
+                } else {
+                    first.get(ETH_HLEN + 12..ETH_HLEN + 20)?
+                };
+                let acc = u64::from(ip_proto::TCP)
+                    + words_sum(addrs)
+                    + u64::from(be32_in(ft, 0))
+                    + u64::from(be32_in(ft, 8))
+                    + words_sum(first.get(l4 + 20..payload)?);
+                f.fixed_sum = u32::from(fold64(acc));
+                f.payload_sum =
+                    !fold64(u64::from(f.fixed_sum) + (f.end - l4) as u64 + varying_words(ft));
+                if payload <= 64 {
+                    let mask = self.plain_masks.masks.get(usize::from(v6))?.get(f.doff)?;
+                    let r = refs.get_mut(i)?;
+                    r.r = *first.first_chunk::<64>()?;
+                    r.m = *mask.first_chunk::<8>()?;
+                    f.inline = true;
+                }
+            }
+            if f.payload_bytes % 2 == 0 {
+                // Deferred, as in `fast_append`: no fold per segment.
+                f.deferred_n += 1;
+                f.deferred_acc += (end - l4) as u64 + varying_words(t);
+            } else {
+                let sum = !fold64(u64::from(f.fixed_sum) + (end - l4) as u64 + varying_words(t));
+                f.payload_sum = combine(f.payload_sum, sum.swap_bytes());
+            }
+            f.fixed_id = fixed;
+            // Link k is this frame's (the links were sized to the burst).
+            let links = &mut self.burst.out.links;
+            *links.get_mut(k)? = Link {
+                frame: k as u32,
+                start: payload as u32,
+                end: end as u32,
+                next: NO_PIECE,
+            };
+            links.get_mut(f.last_link as usize)?.next = k as u32;
+            f.last_link = k as u32;
+            f.len += len;
+            f.payload_bytes += len;
+            f.count += 1;
+            f.next_seq = f.next_seq.wrapping_add(len as u32);
+            f.flags_or |= flags & (TCP_FIN | TCP_PSH);
+            held_segments += 1;
+            let finish = if flags & TCP_FINISHING != 0 {
+                counts.flags += 1;
+                true
+            } else if len < f.mss {
+                counts.size += 1;
+                true
+            } else {
+                false
+            };
+            if finish {
+                f.done = true;
+                held -= 1;
+                held_segments -= usize::from(f.count);
+                let f = *f;
+                self.simple_output(&f, frames, metas)?;
+            }
+            if held_segments > self.cfg.max_held_packets {
+                return None;
+            }
+        }
+        for f in flows.iter().filter(|f| !f.done) {
+            counts.batch_end += 1;
+            self.simple_output(f, frames, metas)?;
+        }
+        Some(())
+    }
+
+    /// A new flow of [`GroEngine::simple_scan`], on `start_fresh`'s terms: metadata describing
+    /// the frame's plain layout with its checksums present, a free place (`held` flows so far),
+    /// a segment that may start a packet.
+    fn simple_start(
+        &mut self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        hash: u64,
+        held: usize,
+        flows: &mut Vec<SimpleFlow>,
+    ) -> Option<()> {
+        let v6 = frame.get(12..14)? == sluice_wire::ethertype::IPV6.to_be_bytes();
+        if meta.csum_absent(Level::Outer)
+            || meta.tunnel().is_some()
+            || (if v6 {
+                meta.status(Slot::OuterIp) == CsumStatus::Bad
+            } else {
+                meta.status(Slot::OuterIp) != CsumStatus::Good
+            })
+            || pack_offsets(&meta.offsets()) != self.plain_offsets(v6)
+            || held >= self.cfg.max_flows
+        {
+            return None;
+        }
+        let info = plain_tcp(frame, Some(hash))?;
+        if !may_start(&info) || info.payload > CMP_WORDS * 8 {
+            return None;
+        }
+        let link = self.burst.link(info.payload, info.end);
+        let mss = info.payload_len();
+        flows.push(SimpleFlow {
+            hash,
+            first: link,
+            last_link: link,
+            shape: PlainShape {
+                v6,
+                l4: info.l4,
+                payload: info.payload,
+            },
+            doff: (info.payload - info.l4) / 4,
+            end: info.end,
+            mss,
+            id0: info.ip[0].id,
+            fixed_id: false,
+            count: 1,
+            len: info.end,
+            payload_bytes: mss,
+            next_seq: info.seq.wrapping_add(mss as u32),
+            flags_or: 0,
+            fixed_sum: 0,
+            payload_sum: 0,
+            deferred_n: 0,
+            deferred_acc: 0,
+            done: false,
+            inline: false,
+        });
+        Some(())
+    }
+
+    /// Appends flow `f`'s packet to the burst output, as `complete` would have.
+    fn simple_output(
+        &mut self,
+        f: &SimpleFlow,
+        frames: &[&[u8]],
+        metas: &[OffloadMeta],
+    ) -> Option<()> {
+        let out = &mut self.burst.out;
+        let hs = out.headers.len();
+        let mut meta = *metas.get(f.first as usize)?;
+        if f.count == 1 {
+            // Alone: the received frame as it is.
+            out.links.get_mut(f.first as usize)?.start = 0;
+        } else {
+            let first = frames.get(f.first as usize)?;
+            out.headers.extend_from_slice(first.get(..f.shape.payload)?);
+            let hdr = out.headers.get_mut(hs..)?;
+            *hdr.get_mut(f.shape.l4 + 13)? |= f.flags_or;
+            finish_plain_header(
+                hdr,
+                f.shape,
+                f.len,
+                f.payload_sum_total(),
+                f.mss,
+                false,
+                &mut meta,
+            )?;
+        }
+        out.packets.push(BurstPacket {
+            header: hs..out.headers.len(),
+            meta,
+            segments: f.count,
+            first: f.first,
+        });
+        Some(())
     }
 
     /// Ends a batch: with [`GroConfig::max_age`] 0 every held packet is finished
@@ -3167,11 +3609,43 @@ fn finalize(h: &mut Held) -> Option<OffloadMeta> {
 /// it depends on (see `finalize`).
 #[inline(always)]
 fn finalize_plain(h: &mut Held, payload_sum: u16) -> Option<OffloadMeta> {
-    let (len, mss, cwr) = (h.len, h.mss, h.cwr);
-    let (l4, payload, v6) = (h.info.l4, h.info.payload, h.info.ip[0].v6);
-    let l4_len = len.checked_sub(l4)?;
-    let buf = &mut h.buf;
     let mut m = h.meta;
+    let shape = PlainShape {
+        v6: h.info.ip[0].v6,
+        l4: h.info.l4,
+        payload: h.info.payload,
+    };
+    finish_plain_header(&mut h.buf, shape, h.len, payload_sum, h.mss, h.cwr, &mut m)?;
+    h.meta = m;
+    Some(m)
+}
+
+/// Where a plain TCP segment's headers are (see [`Held::plain`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct PlainShape {
+    v6: bool,
+    /// TCP header offset (34 or 54).
+    l4: usize,
+    /// Payload offset.
+    payload: usize,
+}
+
+/// Rewrites the headers `buf` starts with (a plain packet's, flags already ORed in) for a
+/// merged packet of `len` bytes whose payload sums to `payload_sum`: IP length and IPv4 header
+/// checksum, TCP checksum; and the metadata's checksum slots and GSO request. Every sum is taken
+/// before the write it depends on (see `finalize`).
+#[inline(always)]
+fn finish_plain_header(
+    buf: &mut [u8],
+    shape: PlainShape,
+    len: usize,
+    payload_sum: u16,
+    mss: usize,
+    cwr: bool,
+    m: &mut OffloadMeta,
+) -> Option<()> {
+    let PlainShape { v6, l4, payload } = shape;
+    let l4_len = len.checked_sub(l4)?;
     // The pseudo-header's address words, then the IP header's own fields.
     let addrs = if v6 {
         let ip: &mut [u8; 40] = buf.get_mut(ETH_HLEN..ETH_HLEN + 40)?.try_into().ok()?;
@@ -3201,9 +3675,7 @@ fn finalize_plain(h: &mut Held, payload_sum: u16) -> Option<OffloadMeta> {
     put16(buf, l4 + 16, c)?;
     m.checksum_recomputed(Slot::OuterL4);
     let gso = if v6 { GsoType::TcpV6 } else { GsoType::TcpV4 };
-    m.set_gso(gso, u16::try_from(mss).ok()?, cwr).ok()?;
-    h.meta = m;
-    Some(m)
+    m.set_gso(gso, u16::try_from(mss).ok()?, cwr).ok()
 }
 
 fn t_outer_l4(info: &Info) -> Option<usize> {

@@ -104,13 +104,19 @@
 //!   packet, and one masked comparison of up to 128 header bytes with its first segment's
 //!   (vectorised) proves the same flow and every "must be identical" rule at once. From the
 //!   second segment on, the comparison also covers the next in-sequence, full-size segment's
-//!   IP length, IPv4 ID and TCP sequence number (the prediction), so such a segment joins after
-//!   a few more checks. A frame that fails anything takes the general path, which decides.
+//!   IP length (the prediction; its TCP sequence number and IPv4 ID are two scalar compares), so
+//!   such a segment joins after a few more checks. A frame that fails anything takes the
+//!   general path, which decides.
 //! - Checksums of merged packets come from header sums (payloads are never summed again); the
 //!   fast lane defers even the per-segment fold. Work a packet may never need (the comparison
 //!   view, the first segment's sums) is done when its second segment comes.
 //! - Burst mode copies no payload: output packets are rewritten headers plus pieces of the
-//!   input frames; a packet of one segment is its input frame as it is.
+//!   input frames (a chain per packet, walked by [`GroBurst::pieces`]); a packet of one segment
+//!   is its input frame as it is.
+//! - Burst mode's simple lane: a burst made only of plain, device-verified TCP data segments
+//!   that each extend their flow in order is coalesced without held records (a per-burst flow
+//!   table; one packet per flow), with the general pass's decisions; any other frame sends the
+//!   whole burst to the general pass.
 
 use std::collections::VecDeque;
 
@@ -1321,7 +1327,7 @@ impl GroEngine {
                     f.inline = true;
                 }
             }
-            if f.payload_bytes % 2 == 0 {
+            if f.payload_bytes.is_multiple_of(2) {
                 // Deferred, as in `fast_append`: no fold per segment.
                 f.deferred_n += 1;
                 f.deferred_acc += (end - l4) as u64 + varying_words(t);

@@ -417,14 +417,12 @@ struct Held {
 impl Held {
     /// The payload sum with the deferred fast-lane segments folded in.
     fn payload_sum_total(&self) -> u16 {
-        if self.deferred_n == 0 {
-            return self.payload_sum;
-        }
-        let pending = self
-            .deferred_n
-            .wrapping_mul(u64::from(self.fixed_sum))
-            .wrapping_add(self.deferred_acc);
-        combine(self.payload_sum, !fold64(pending))
+        with_deferred(
+            self.payload_sum,
+            self.deferred_n,
+            self.fixed_sum,
+            self.deferred_acc,
+        )
     }
 
     /// The first segment's payload sum and (TCP) [`Held::fixed_sum`], from its headers (still
@@ -840,15 +838,25 @@ struct SimpleRef {
 impl SimpleFlow {
     /// The payload sum with the deferred segments folded in (as [`Held::payload_sum_total`]).
     fn payload_sum_total(&self) -> u16 {
-        if self.deferred_n == 0 {
-            return self.payload_sum;
-        }
-        let pending = self
-            .deferred_n
-            .wrapping_mul(u64::from(self.fixed_sum))
-            .wrapping_add(self.deferred_acc);
-        combine(self.payload_sum, !fold64(pending))
+        with_deferred(
+            self.payload_sum,
+            self.deferred_n,
+            self.fixed_sum,
+            self.deferred_acc,
+        )
     }
+}
+
+/// A payload sum with `n` deferred segments folded in: each such segment's payload sums to
+/// minus (`fixed_sum` + its varying words + its length), so all of them to minus
+/// (`n` × `fixed_sum` + `acc`) (see [`Held::deferred_acc`]).
+#[inline]
+fn with_deferred(payload_sum: u16, n: u64, fixed_sum: u32, acc: u64) -> u16 {
+    if n == 0 {
+        return payload_sum;
+    }
+    let pending = n.wrapping_mul(u64::from(fixed_sum)).wrapping_add(acc);
+    combine(payload_sum, !fold64(pending))
 }
 
 /// Whether `frame`'s headers equal flow `f`'s first segment's (`first`) under its plain

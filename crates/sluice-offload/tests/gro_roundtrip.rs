@@ -233,30 +233,7 @@ proptest! {
                 _ => OffloadMeta::default(),
             })
             .collect();
-        let mut copying = GroEngine::new(GroConfig::default());
-        copying.receive_batch(frames.iter().map(Vec::as_slice).zip(metas.iter().copied()), 0);
-        let mut want = vec![];
-        while let Some(p) = copying.pop_output() {
-            want.push((p.frame, p.meta, p.segments));
-        }
-        let mut burst_engine = GroEngine::new(GroConfig::default());
-        let mut out = GroBurst::new();
-        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        // Twice, to exercise the reuse of `out`.
-        for _ in 0..2 {
-            burst_engine.coalesce_burst(&refs, &metas, &mut out);
-            let got: Vec<_> = out
-                .packets()
-                .iter()
-                .map(|p| {
-                    let mut f = vec![];
-                    out.linearize(p, &refs, &mut f);
-                    (f, p.meta, p.segments)
-                })
-                .collect();
-            prop_assert_eq!(got.len(), want.len());
-            prop_assert!(got == want, "burst mode differs from copying mode");
-        }
+        burst_equals_copying(&frames, &metas, GroConfig::default())?;
     }
 }
 
@@ -353,36 +330,50 @@ proptest! {
             })
             .collect();
         let cfg = GroConfig { max_flows, max_held_packets: max_held, ..GroConfig::default() };
-        let mut copying = GroEngine::new(cfg);
-        copying.receive_batch(frames.iter().map(Vec::as_slice).zip(metas.iter().copied()), 0);
-        let mut want = vec![];
-        while let Some(p) = copying.pop_output() {
-            want.push((p.frame, p.meta, p.segments));
-        }
-        let mut burst_engine = GroEngine::new(cfg);
-        let mut out = GroBurst::new();
-        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        for _ in 0..2 {
-            burst_engine.coalesce_burst(&refs, &metas, &mut out);
-            let got: Vec<_> = out
-                .packets()
-                .iter()
-                .map(|p| {
-                    let mut f = vec![];
-                    out.linearize(p, &refs, &mut f);
-                    (f, p.meta, p.segments)
-                })
-                .collect();
-            prop_assert_eq!(got.len(), want.len());
-            prop_assert!(got == want, "burst mode differs from copying mode");
-        }
-        // The counters agree too (the simple lane keeps them as the general pass does).
-        let (a, b) = (copying.stats(), burst_engine.stats());
-        prop_assert_eq!(2 * a.frames_in, b.frames_in);
-        prop_assert_eq!(2 * a.packets_out, b.packets_out);
-        prop_assert_eq!(2 * a.merged_segments, b.merged_segments);
-        prop_assert_eq!(2 * a.merged_packets, b.merged_packets);
-        prop_assert_eq!(2 * a.flushed.flags, b.flushed.flags);
-        prop_assert_eq!(2 * a.flushed.size, b.flushed.size);
+        burst_equals_copying(&frames, &metas, cfg)?;
     }
+}
+
+/// Feeds `frames` to a copying engine (one batch) and, twice (to exercise the reuse of the
+/// output), to a burst-mode engine: the burst packets, linearized, must be the copying
+/// engine's, and the counters must agree (the burst engine's count two bursts).
+fn burst_equals_copying(
+    frames: &[Vec<u8>],
+    metas: &[OffloadMeta],
+    cfg: GroConfig,
+) -> Result<(), TestCaseError> {
+    let mut copying = GroEngine::new(cfg);
+    copying.receive_batch(
+        frames.iter().map(Vec::as_slice).zip(metas.iter().copied()),
+        0,
+    );
+    let mut want = vec![];
+    while let Some(p) = copying.pop_output() {
+        want.push((p.frame, p.meta, p.segments));
+    }
+    let mut burst_engine = GroEngine::new(cfg);
+    let mut out = GroBurst::new();
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    for _ in 0..2 {
+        burst_engine.coalesce_burst(&refs, metas, &mut out);
+        let got: Vec<_> = out
+            .packets()
+            .iter()
+            .map(|p| {
+                let mut f = vec![];
+                out.linearize(p, &refs, &mut f);
+                (f, p.meta, p.segments)
+            })
+            .collect();
+        prop_assert_eq!(got.len(), want.len());
+        prop_assert!(got == want, "burst mode differs from copying mode");
+    }
+    let (a, b) = (copying.stats(), burst_engine.stats());
+    prop_assert_eq!(2 * a.frames_in, b.frames_in);
+    prop_assert_eq!(2 * a.packets_out, b.packets_out);
+    prop_assert_eq!(2 * a.merged_segments, b.merged_segments);
+    prop_assert_eq!(2 * a.merged_packets, b.merged_packets);
+    prop_assert_eq!(2 * a.flushed.flags, b.flushed.flags);
+    prop_assert_eq!(2 * a.flushed.size, b.flushed.size);
+    Ok(())
 }

@@ -809,9 +809,8 @@ struct SimpleFlow {
     id0: u16,
     fixed_id: bool,
     count: u16,
-    /// Merged frame length and payload bytes so far.
+    /// Merged frame length so far.
     len: usize,
-    payload_bytes: usize,
     next_seq: u32,
     /// FIN and PSH of the segments joined (ORed into the header, as Linux does).
     flags_or: u8,
@@ -1208,6 +1207,8 @@ impl GroEngine {
         let mut table = [0u8; SIMPLE_SLOTS];
         let mut hints = [0u8; PORT_CACHE];
         let (mut held, mut held_segments) = (0usize, 0usize);
+        // Held segments are counted only when the burst could exceed the segment budget.
+        let track = frames.len() > self.cfg.max_held_packets;
         for (k, (&frame, meta)) in frames.iter().zip(metas).enumerate() {
             if meta.status(Slot::OuterL4) != CsumStatus::Good {
                 return None;
@@ -1335,7 +1336,8 @@ impl GroEngine {
                     f.inline = true;
                 }
             }
-            if f.payload_bytes.is_multiple_of(2) {
+            // (`len - payload`: the payload bytes merged so far.)
+            if (f.len - payload).is_multiple_of(2) {
                 // Deferred, as in `fast_append`: no fold per segment.
                 f.deferred_n += 1;
                 f.deferred_acc += (end - l4) as u64 + varying_words(t);
@@ -1355,11 +1357,12 @@ impl GroEngine {
             links.get_mut(f.last_link as usize)?.next = k as u32;
             f.last_link = k as u32;
             f.len += len;
-            f.payload_bytes += len;
             f.count += 1;
             f.next_seq = f.next_seq.wrapping_add(len as u32);
             f.flags_or |= flags & (TCP_FIN | TCP_PSH);
-            held_segments += 1;
+            if track {
+                held_segments += 1;
+            }
             let finish = if flags & TCP_FINISHING != 0 {
                 counts.flags += 1;
                 true
@@ -1372,11 +1375,13 @@ impl GroEngine {
             if finish {
                 f.done = true;
                 held -= 1;
-                held_segments -= usize::from(f.count);
+                if track {
+                    held_segments -= usize::from(f.count);
+                }
                 let f = *f;
                 self.simple_output(&f, frames, metas)?;
             }
-            if held_segments > self.cfg.max_held_packets {
+            if track && held_segments > self.cfg.max_held_packets {
                 return None;
             }
         }
@@ -1433,7 +1438,6 @@ impl GroEngine {
             fixed_id: false,
             count: 1,
             len: info.end,
-            payload_bytes: mss,
             next_seq: info.seq.wrapping_add(mss as u32),
             flags_or: 0,
             fixed_sum: 0,
@@ -1455,25 +1459,30 @@ impl GroEngine {
     ) -> Option<()> {
         let out = &mut self.burst.out;
         let hs = out.headers.len();
-        let mut meta = *metas.get(f.first as usize)?;
-        if f.count == 1 {
+        let given = *metas.get(f.first as usize)?;
+        let meta = if f.count == 1 {
             // Alone: the received frame as it is.
             out.links.get_mut(f.first as usize)?.start = 0;
+            given
         } else {
             let first = frames.get(f.first as usize)?;
-            out.headers.extend_from_slice(first.get(..f.shape.payload)?);
+            let payload = f.shape.payload;
+            match first.first_chunk::<64>() {
+                // A fixed-size copy, cut to the headers (no call for a few dozen bytes).
+                Some(c) if payload <= 64 => {
+                    out.headers.extend_from_slice(c);
+                    out.headers.truncate(hs + payload);
+                }
+                _ => out.headers.extend_from_slice(first.get(..payload)?),
+            }
             let hdr = out.headers.get_mut(hs..)?;
             *hdr.get_mut(f.shape.l4 + 13)? |= f.flags_or;
-            finish_plain_header(
-                hdr,
-                f.shape,
-                f.len,
-                f.payload_sum_total(),
-                f.mss,
-                false,
-                &mut meta,
-            )?;
-        }
+            finish_plain_header(hdr, f.shape, f.len, f.payload_sum_total())?;
+            let mut m = given;
+            plain_merged_meta(&mut m, f.shape.v6, f.mss, false)?;
+            m
+        };
+        let out = &mut self.burst.out;
         out.packets.push(BurstPacket {
             header: hs..out.headers.len(),
             meta,
@@ -3629,7 +3638,8 @@ fn finalize_plain(h: &mut Held, payload_sum: u16) -> Option<OffloadMeta> {
         l4: h.info.l4,
         payload: h.info.payload,
     };
-    finish_plain_header(&mut h.buf, shape, h.len, payload_sum, h.mss, h.cwr, &mut m)?;
+    finish_plain_header(&mut h.buf, shape, h.len, payload_sum)?;
+    plain_merged_meta(&mut m, shape.v6, h.mss, h.cwr)?;
     h.meta = m;
     Some(m)
 }
@@ -3646,17 +3656,14 @@ struct PlainShape {
 
 /// Rewrites the headers `buf` starts with (a plain packet's, flags already ORed in) for a
 /// merged packet of `len` bytes whose payload sums to `payload_sum`: IP length and IPv4 header
-/// checksum, TCP checksum; and the metadata's checksum slots and GSO request. Every sum is taken
-/// before the write it depends on (see `finalize`).
+/// checksum, TCP checksum ([`plain_merged_meta`] is its metadata). Every sum is taken before
+/// the write it depends on (see `finalize`).
 #[inline(always)]
 fn finish_plain_header(
     buf: &mut [u8],
     shape: PlainShape,
     len: usize,
     payload_sum: u16,
-    mss: usize,
-    cwr: bool,
-    m: &mut OffloadMeta,
 ) -> Option<()> {
     let PlainShape { v6, l4, payload } = shape;
     let l4_len = len.checked_sub(l4)?;
@@ -3678,7 +3685,6 @@ fn finish_plain_header(
         let c = !fold64(acc);
         ip[2..4].copy_from_slice(&total.to_be_bytes());
         ip[10..12].copy_from_slice(&c.to_be_bytes());
-        m.checksum_recomputed(Slot::OuterIp);
         addrs
     };
     let pseudo = fold64(addrs + u64::from(ip_proto::TCP) + l4_len as u64);
@@ -3686,7 +3692,16 @@ fn finish_plain_header(
     let old = be16(hdr, 16)?;
     let hsum = fold64(u64::from(small_sum(hdr)) + u64::from(!old));
     let c = !combine(combine(pseudo, hsum), payload_sum);
-    put16(buf, l4 + 16, c)?;
+    put16(buf, l4 + 16, c)
+}
+
+/// The metadata of a merged plain packet from its first segment's (`m`): the IPv4 header and
+/// TCP checksums recomputed, the GSO request set.
+#[inline(always)]
+fn plain_merged_meta(m: &mut OffloadMeta, v6: bool, mss: usize, cwr: bool) -> Option<()> {
+    if !v6 {
+        m.checksum_recomputed(Slot::OuterIp);
+    }
     m.checksum_recomputed(Slot::OuterL4);
     let gso = if v6 { GsoType::TcpV6 } else { GsoType::TcpV4 };
     m.set_gso(gso, u16::try_from(mss).ok()?, cwr).ok()

@@ -1315,19 +1315,8 @@ impl GroEngine {
                 let first = frames.get(f.first as usize)?;
                 // The first segment's sums, from its headers (as `Held::first_sums`).
                 let ft: &[u8; 20] = first.get(l4..l4 + 20)?.try_into().ok()?;
-                let addrs = if v6 {
-                    first.get(ETH_HLEN + 8..ETH_HLEN + 40)?
-                } else {
-                    first.get(ETH_HLEN + 12..ETH_HLEN + 20)?
-                };
-                let acc = u64::from(ip_proto::TCP)
-                    + words_sum(addrs)
-                    + u64::from(be32_in(ft, 0))
-                    + u64::from(be32_in(ft, 8))
-                    + words_sum(first.get(l4 + 20..payload)?);
-                f.fixed_sum = u32::from(fold64(acc));
-                f.payload_sum =
-                    !fold64(u64::from(f.fixed_sum) + (f.end - l4) as u64 + varying_words(ft));
+                f.fixed_sum = fixed_tcp_sum_at(first, ETH_HLEN, v6, l4, payload)?;
+                f.payload_sum = tcp_payload_sum(f.fixed_sum, f.end - l4, ft);
                 if payload <= 64 {
                     let mask = self.plain_masks.masks.get(usize::from(v6))?.get(f.doff)?;
                     let r = refs.get_mut(i)?;
@@ -1342,7 +1331,7 @@ impl GroEngine {
                 f.deferred_n += 1;
                 f.deferred_acc += (end - l4) as u64 + varying_words(t);
             } else {
-                let sum = !fold64(u64::from(f.fixed_sum) + (end - l4) as u64 + varying_words(t));
+                let sum = tcp_payload_sum(f.fixed_sum, end - l4, t);
                 f.payload_sum = combine(f.payload_sum, sum.swap_bytes());
             }
             f.fixed_id = fixed;
@@ -1404,16 +1393,7 @@ impl GroEngine {
         flows: &mut Vec<SimpleFlow>,
     ) -> Option<()> {
         let v6 = frame.get(12..14)? == sluice_wire::ethertype::IPV6.to_be_bytes();
-        if meta.csum_absent(Level::Outer)
-            || meta.tunnel().is_some()
-            || (if v6 {
-                meta.status(Slot::OuterIp) == CsumStatus::Bad
-            } else {
-                meta.status(Slot::OuterIp) != CsumStatus::Good
-            })
-            || pack_offsets(&meta.offsets()) != self.plain_offsets(v6)
-            || held >= self.cfg.max_flows
-        {
+        if !self.plain_start_meta(meta, v6) || held >= self.cfg.max_flows {
             return None;
         }
         let info = plain_tcp(frame, Some(hash))?;
@@ -1560,19 +1540,8 @@ impl GroEngine {
     /// ([`GroEngine::receive_plain`] with its checks settled at once). `false`: not this case.
     #[inline(never)]
     fn start_fresh(&mut self, frame: &[u8], meta: &OffloadMeta, hash: u64, now: u64) -> bool {
-        // The metadata first (cheap): L4 verified, IP not bad, nothing else to adopt.
-        if meta.status(Slot::OuterL4) != CsumStatus::Good
-            || meta.status(Slot::OuterIp) == CsumStatus::Bad
-            || meta.csum_absent(Level::Outer)
-            || meta.tunnel().is_some()
-        {
-            return false;
-        }
         let v6 = be16(frame, 12) == Some(sluice_wire::ethertype::IPV6);
-        if (!v6 && meta.status(Slot::OuterIp) == CsumStatus::Unknown)
-            || pack_offsets(&meta.offsets()) != self.plain_offsets(v6)
-            || self.order.len() >= self.cfg.max_flows
-        {
+        if !self.plain_start_meta(meta, v6) || self.order.len() >= self.cfg.max_flows {
             // (A full table: the general path evicts first.)
             return false;
         }
@@ -1589,6 +1558,20 @@ impl GroEngine {
         self.hold(slot, frame, *meta, true, now);
         self.enforce_budget();
         true
+    }
+
+    /// Whether a plain frame's metadata lets it start a packet without the general path: L4
+    /// checksum verified, IP checksum not bad (and, for IPv4, known), L4 checksum present, no
+    /// tunnel, the offsets of a plain frame (nothing else to adopt).
+    #[inline(always)]
+    fn plain_start_meta(&self, meta: &OffloadMeta, v6: bool) -> bool {
+        let ip = meta.status(Slot::OuterIp);
+        meta.status(Slot::OuterL4) == CsumStatus::Good
+            && ip != CsumStatus::Bad
+            && (v6 || ip != CsumStatus::Unknown)
+            && !meta.csum_absent(Level::Outer)
+            && meta.tunnel().is_none()
+            && pack_offsets(&meta.offsets()) == self.plain_offsets(v6)
     }
 
     /// [`GroEngine::receive`] after the fast lane.
@@ -1706,12 +1689,11 @@ impl GroEngine {
         }
     }
 
-    /// The tightest lane, tried first in burst mode: the frame is the predicted next full-size
-    /// segment ([`Held::pred`]) of the held packet its port-cache hint names, with headers of at
-    /// most 64 bytes. Exactly [`GroEngine::predicted_join`]'s checks and effects, read from
-    /// fixed-size arrays (no bounds checks past the first) with the record's state tested at
-    /// once; `false` (nothing changed) sends the frame down [`GroEngine::quick_join`], which
-    /// decides it as before.
+    /// The tightest lane, tried first in burst mode: the held packet its port-cache hint names,
+    /// with prediction on ([`Held::pred`]) and headers of at most 64 bytes, compared with the
+    /// frame in one fixed-size 64-byte compare, then [`GroEngine::predicted_join`]. `false`
+    /// (nothing changed) sends the frame down [`GroEngine::quick_join`], which decides it as
+    /// before.
     #[inline(always)]
     fn tight_join(&mut self, frame: &[u8], meta: &OffloadMeta) -> bool {
         let Some(head) = frame.first_chunk::<64>() else {
@@ -1725,8 +1707,9 @@ impl GroEngine {
         let Some(h) = self.slab.get_mut(slot) else {
             return false;
         };
-        // `pred` implies a plain packet with its view built (see `start_prediction`).
-        if !(h.live && h.pred && h.all_good && h.cmp_words <= 8) || frame.len() != h.info.end {
+        // `pred` implies a plain packet with its view built (see `start_prediction`); the
+        // 64-byte compare proves the flow, and `predicted_join` decides as `quick_join` would.
+        if !(h.live && h.pred && h.cmp_words <= 8) {
             return false;
         }
         let (Some(r), Some(m)) = (
@@ -1735,46 +1718,7 @@ impl GroEngine {
         ) else {
             return false;
         };
-        let v6 = h.info.ip[0].v6;
-        let (seq, l4) = if v6 {
-            (
-                u32::from_be_bytes([head[58], head[59], head[60], head[61]]),
-                54,
-            )
-        } else {
-            (
-                u32::from_be_bytes([head[38], head[39], head[40], head[41]]),
-                34,
-            )
-        };
-        let step = if h.fixed_id[0] { 0 } else { h.count };
-        let id_ok =
-            v6 || u16::from_be_bytes([head[18], head[19]]) == h.info.ip[0].id.wrapping_add(step);
-        let mss = h.mss;
-        if !masked_equal(head, r, m)
-            || seq != h.next_seq
-            || !id_ok
-            || meta.status(Slot::OuterL4) != CsumStatus::Good
-            || (!v6 && meta.status(Slot::OuterIp) != CsumStatus::Good)
-            || h.len - ETH_HLEN + mss > MAX_IP_LEN
-        {
-            return false;
-        }
-        let Some(t) = frame
-            .get(l4..l4 + 20)
-            .and_then(|t| <&[u8; 20]>::try_from(t).ok())
-        else {
-            return false;
-        };
-        let flags = t[13];
-        fast_append(h, &mut self.burst, frame, t, true, mss);
-        self.held_segments += 1;
-        self.stats.merged_segments += 1;
-        if flags & TCP_FINISHING != 0 {
-            self.finish(slot, FlushReason::Flags);
-        }
-        self.enforce_budget();
-        true
+        masked_equal(head, r, m) && self.predicted_join(slot, frame, meta) == Lane::Joined
     }
 
     /// The fast lane of the commonest case: a plain TCP segment ([`plain_tcp`]) whose headers
@@ -3130,17 +3074,29 @@ fn structure_word(l4: usize, levels: usize, udp: bool, v6: bool) -> u64 {
 /// [`Held::fixed_sum`] of a TCP packet's first segment.
 fn fixed_tcp_sum(frame: &[u8], info: &Info) -> Option<u32> {
     let lvl = info.innermost();
-    let l3 = *info.l3.get(lvl)?;
-    let addrs = if info.ip.get(lvl)?.v6 {
+    fixed_tcp_sum_at(
+        frame,
+        *info.l3.get(lvl)?,
+        info.ip.get(lvl)?.v6,
+        info.l4,
+        info.payload,
+    )
+}
+
+/// [`fixed_tcp_sum`] of a segment whose innermost IP header is at `l3` (IPv6 when `v6`), TCP
+/// header at `l4` and payload at `payload`.
+#[inline]
+fn fixed_tcp_sum_at(frame: &[u8], l3: usize, v6: bool, l4: usize, payload: usize) -> Option<u32> {
+    let addrs = if v6 {
         frame.get(l3 + 8..l3 + 40)?
     } else {
         frame.get(l3 + 12..l3 + 20)?
     };
     // Pseudo-header without the length (addresses, protocol), then the TCP header words that
     // `varying_words` leaves out: ports, acknowledgment number, options.
-    let t: &[u8; 20] = frame.get(info.l4..info.l4 + 20)?.try_into().ok()?;
+    let t: &[u8; 20] = frame.get(l4..l4 + 20)?.try_into().ok()?;
     let w = |k: usize| u64::from(be32_in(t, k));
-    let options = frame.get(info.l4 + 20..info.payload)?;
+    let options = frame.get(l4 + 20..payload)?;
     let acc = u64::from(ip_proto::TCP) + words_sum(addrs) + w(0) + w(8) + words_sum(options);
     Some(u32::from(fold64(acc)))
 }
@@ -3179,8 +3135,14 @@ fn words_sum(b: &[u8]) -> u64 {
 fn fast_payload_sum(h: &Held, frame: &[u8], end: usize) -> Option<u16> {
     let l4 = h.info.l4;
     let t: &[u8; 20] = frame.get(l4..l4 + 20)?.try_into().ok()?;
-    let tcp_len = end.checked_sub(l4)? as u64;
-    Some(!fold64(u64::from(h.fixed_sum) + tcp_len + varying_words(t)))
+    Some(tcp_payload_sum(h.fixed_sum, end.checked_sub(l4)?, t))
+}
+
+/// The payload sum of a good TCP segment of `tcp_len` bytes (header `t`) whose other header
+/// words sum to `fixed_sum` (see [`Held::fixed_sum`]).
+#[inline(always)]
+fn tcp_payload_sum(fixed_sum: u32, tcp_len: usize, t: &[u8; 20]) -> u16 {
+    !fold64(u64::from(fixed_sum) + tcp_len as u64 + varying_words(t))
 }
 
 /// The unfolded sum of the TCP header words [`Held::fixed_sum`] leaves out: the sequence number,

@@ -250,6 +250,9 @@ pub struct GroStats {
     pub bad_checksum: u64,
     /// Held packets finished, by reason.
     pub flushed: FlushCounts,
+    /// Bursts [`GroEngine::coalesce_burst`] coalesced whole in its simple lane (the others took
+    /// the general pass).
+    pub simple_bursts: u64,
 }
 
 /// A finished packet on the output queue.
@@ -1183,6 +1186,7 @@ impl GroEngine {
             st.flushed.batch_end += counts.batch_end;
             st.flushed.flags += counts.flags;
             st.flushed.size += counts.size;
+            st.simple_bursts += 1;
         } else {
             self.burst.out.packets.clear();
             self.burst.out.headers.clear();

@@ -377,3 +377,55 @@ fn burst_equals_copying(
     prop_assert_eq!(2 * a.flushed.size, b.flushed.size);
     Ok(())
 }
+
+/// The simple lane is really taken for a burst of plain in-order segments (4 flows × 8, one of
+/// them ending on PSH and a short segment) and really given up when one frame is not such a
+/// segment (a UDP datagram in the middle); both give exactly the copying mode's packets.
+#[test]
+fn the_simple_lane_takes_plain_bursts_and_gives_up_on_others() {
+    let build = |udp_at: Option<usize>| {
+        let mut frames = vec![];
+        for j in 0..8u32 {
+            for f in 0..4u16 {
+                let len = if f == 3 && j == 7 { 700 } else { 1448 };
+                let mut s = Seg::tcp4(1000 + j * 1448, len);
+                s.sport = 1000 + f;
+                s.id = 100 + j as u16;
+                if f == 2 && j == 7 {
+                    s.flags |= PSH;
+                }
+                frames.push(s.build());
+                if udp_at == Some(frames.len()) {
+                    let mut u = Seg::tcp4(0, 100);
+                    u.udp = true;
+                    frames.push(u.build());
+                }
+            }
+        }
+        let metas: Vec<OffloadMeta> = frames
+            .iter()
+            .map(|f| {
+                let mut m = OffloadMeta::from_layout(&sluice_wire::parse(f).unwrap());
+                m.rx_checksum_unnecessary(false);
+                m
+            })
+            .collect();
+        (frames, metas)
+    };
+    for (udp_at, simple) in [(None, 1), (Some(13), 0)] {
+        let (frames, metas) = build(udp_at);
+        burst_equals_copying(&frames, &metas, GroConfig::default()).unwrap();
+        let mut e = GroEngine::new(GroConfig::default());
+        let mut out = GroBurst::new();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        e.coalesce_burst(&refs, &metas, &mut out);
+        assert_eq!(e.stats().simple_bursts, simple, "udp at {udp_at:?}");
+        let segments: Vec<u16> = out.packets().iter().map(|p| p.segments).collect();
+        if udp_at.is_none() {
+            // PSH and the short segment end their packets early, in that order.
+            assert_eq!(segments, vec![8, 8, 8, 8]);
+            assert_eq!(e.stats().flushed.flags, 1);
+            assert_eq!(e.stats().flushed.size, 1);
+        }
+    }
+}

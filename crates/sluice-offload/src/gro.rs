@@ -1451,17 +1451,24 @@ impl GroEngine {
         } else {
             let first = frames.get(f.first as usize)?;
             let payload = f.shape.payload;
-            match first.first_chunk::<64>() {
-                // A fixed-size copy, cut to the headers (no call for a few dozen bytes).
-                Some(c) if payload <= 64 => {
-                    out.headers.extend_from_slice(c);
+            let sum = f.payload_sum_total();
+            match first.first_chunk::<128>() {
+                // Finished in a fixed-size copy (no bounds to check, no call for a few dozen
+                // bytes), appended whole and cut to the headers.
+                Some(c) if payload <= 128 => {
+                    let mut h = *c;
+                    *h.get_mut(f.shape.l4 + 13)? |= f.flags_or;
+                    finish_simple_header(&mut h, f.shape, f.len, f.fixed_sum, sum)?;
+                    out.headers.extend_from_slice(&h);
                     out.headers.truncate(hs + payload);
                 }
-                _ => out.headers.extend_from_slice(first.get(..payload)?),
+                _ => {
+                    out.headers.extend_from_slice(first.get(..payload)?);
+                    let hdr = out.headers.get_mut(hs..)?;
+                    *hdr.get_mut(f.shape.l4 + 13)? |= f.flags_or;
+                    finish_plain_header(hdr, f.shape, f.len, sum)?;
+                }
             }
-            let hdr = out.headers.get_mut(hs..)?;
-            *hdr.get_mut(f.shape.l4 + 13)? |= f.flags_or;
-            finish_plain_header(hdr, f.shape, f.len, f.payload_sum_total())?;
             let mut m = given;
             plain_merged_meta(&mut m, f.shape.v6, f.mss, false)?;
             m
@@ -3659,6 +3666,46 @@ fn finish_plain_header(
     let hsum = fold64(u64::from(small_sum(hdr)) + u64::from(!old));
     let c = !combine(combine(pseudo, hsum), payload_sum);
     put16(buf, l4 + 16, c)
+}
+
+/// [`finish_plain_header`] for a header copy in a fixed-size array whose flow's
+/// [`Held::fixed_sum`] is known: the TCP checksum from it and the words that vary (sequence
+/// number, data offset/flags/window with the flags ORed in, urgent pointer) instead of summing
+/// the pseudo-header and the TCP header again.
+#[inline(always)]
+fn finish_simple_header(
+    h: &mut [u8; 128],
+    shape: PlainShape,
+    len: usize,
+    fixed_sum: u32,
+    payload_sum: u16,
+) -> Option<()> {
+    let PlainShape { v6, l4, .. } = shape;
+    let l4_len = len.checked_sub(l4)?;
+    if v6 {
+        let plen = u16::try_from(len.checked_sub(ETH_HLEN + 40)?).ok()?;
+        h[18..20].copy_from_slice(&plen.to_be_bytes());
+    } else {
+        let ip: &mut [u8; 20] = (&mut h[ETH_HLEN..ETH_HLEN + 20]).try_into().ok()?;
+        let total = u16::try_from(len.checked_sub(ETH_HLEN)?).ok()?;
+        let acc = words_sum(ip)
+            + u64::from(!u16::from_be_bytes([ip[2], ip[3]]))
+            + u64::from(!u16::from_be_bytes([ip[10], ip[11]]))
+            + u64::from(total);
+        let c = !fold64(acc);
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    let t: &[u8; 20] = h.get(l4..l4 + 20)?.try_into().ok()?;
+    let acc = u64::from(fixed_sum)
+        + l4_len as u64
+        + u64::from(be32_in(t, 4))
+        + u64::from(be32_in(t, 12))
+        + u64::from(u16::from_be_bytes([t[18], t[19]]))
+        + u64::from(payload_sum);
+    let c = !fold64(acc);
+    h.get_mut(l4 + 16..l4 + 18)?.copy_from_slice(&c.to_be_bytes());
+    Some(())
 }
 
 /// The metadata of a merged plain packet from its first segment's (`m`): the IPv4 header and

@@ -726,11 +726,16 @@ impl OffloadMeta {
     #[inline]
     pub fn checksum_recomputed(&mut self, slot: Slot) {
         if self.has_slot(slot) {
+            let was_partial = self.status(slot) == CsumStatus::Partial;
             self.set(slot, CsumStatus::Good);
             if slot.is_l4() {
                 self.set_absent(slot.level(), false);
             }
-            self.sync_partial();
+            // Only a `Partial` slot can be the one `csum_start`/`csum_offset` point at: making
+            // any other slot `Good` leaves them as they are.
+            if was_partial {
+                self.sync_partial();
+            }
         }
     }
 

@@ -38,6 +38,8 @@ pub struct Seg {
     pub ack: u32,
     pub flags: u8,
     pub window: u16,
+    /// TCP urgent pointer (kept as given, whatever the URG flag).
+    pub urg: u16,
     pub options: Vec<u8>,
     pub payload: Vec<u8>,
     pub ttl: u8,
@@ -89,6 +91,7 @@ impl Seg {
             ack: 0x1000_0000,
             flags: ACK,
             window: 512,
+            urg: 0,
             options: vec![],
             payload: payload_at(seq, len),
             ttl: 64,
@@ -167,7 +170,8 @@ impl Seg {
             l4.push(((thlen / 4) as u8) << 4);
             l4.push(self.flags);
             l4.extend_from_slice(&self.window.to_be_bytes());
-            l4.extend_from_slice(&[0, 0, 0, 0]);
+            l4.extend_from_slice(&[0, 0]);
+            l4.extend_from_slice(&self.urg.to_be_bytes());
             l4.extend_from_slice(&self.options);
             l4.extend_from_slice(&self.payload);
         }

@@ -292,9 +292,8 @@ pub struct GroEngine {
     held_segments: usize,
     stats: GroStats,
     burst: BurstState,
-    /// [`GroEngine::simple_burst`]'s flows and their references (kept for their capacity).
-    simple: Vec<SimpleFlow>,
-    simple_refs: Vec<SimpleRef>,
+    /// [`GroEngine::simple_burst`]'s working state (taken out while it runs).
+    simple: Option<Box<SimpleState>>,
 }
 
 /// L4 of the merged protocol.
@@ -738,6 +737,14 @@ fn port_cache_index(b: &[u8]) -> usize {
 /// No piece: a held packet in copying mode, or the end of a piece chain.
 const NO_PIECE: u32 = u32::MAX;
 
+/// A link not yet written.
+const FREE_LINK: Link = Link {
+    frame: 0,
+    start: 0,
+    end: 0,
+    next: NO_PIECE,
+};
+
 /// One payload piece of a held packet in burst mode, chained per packet.
 #[derive(Debug, Clone, Copy)]
 struct Link {
@@ -796,8 +803,19 @@ const SIMPLE_MAX: usize = 64;
 /// Places of its flow table (at least twice [`SIMPLE_MAX`], a power of two).
 const SIMPLE_SLOTS: usize = 128;
 
+/// [`GroEngine::simple_burst`]'s flows, their references and the burst's links, in arrays of
+/// [`SIMPLE_MAX`] indexed modulo their size (so no index needs a check). Entries are written
+/// before they are read: flow `i` when the burst's `i`-th flow starts, link `k` when frame `k`
+/// is taken.
+#[derive(Debug)]
+struct SimpleState {
+    flows: [SimpleFlow; SIMPLE_MAX],
+    refs: [SimpleRef; SIMPLE_MAX],
+    links: [Link; SIMPLE_MAX],
+}
+
 /// One flow of a burst in [`GroEngine::simple_burst`]: its packet so far.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct SimpleFlow {
     hash: u64,
     /// The first segment's frame index (also its link's), and the last segment's link.
@@ -1034,8 +1052,14 @@ impl GroEngine {
             held_segments: 0,
             stats: GroStats::default(),
             burst: BurstState::default(),
-            simple: Vec::new(),
-            simple_refs: Vec::new(),
+            simple: Some(Box::new(SimpleState {
+                flows: [SimpleFlow::default(); SIMPLE_MAX],
+                refs: [SimpleRef {
+                    r: [0; 64],
+                    m: [0; 8],
+                }; SIMPLE_MAX],
+                links: [FREE_LINK; SIMPLE_MAX],
+            })),
             cfg,
         }
     }
@@ -1097,23 +1121,14 @@ impl GroEngine {
         self.flush_all(FlushReason::Manual);
         out.clear();
         std::mem::swap(&mut self.burst.out, out);
-        // One link per input frame at most, at the frame's index: no pushes per segment.
-        self.burst.out.links.clear();
-        self.burst.out.links.resize(
-            frames.len(),
-            Link {
-                frame: 0,
-                start: 0,
-                end: 0,
-                next: NO_PIECE,
-            },
-        );
-        self.burst.active = true;
         if self.simple_burst(frames, metas) {
-            self.burst.active = false;
             std::mem::swap(&mut self.burst.out, out);
             return;
         }
+        // One link per input frame at most, at the frame's index: no pushes per segment.
+        self.burst.out.links.clear();
+        self.burst.out.links.resize(frames.len(), FREE_LINK);
+        self.burst.active = true;
         for (k, frame) in frames.iter().enumerate() {
             self.burst.index = u32::try_from(k).unwrap_or(u32::MAX);
             self.stats.frames_in += 1;
@@ -1162,14 +1177,17 @@ impl GroEngine {
         {
             return false;
         }
-        let mut flows = std::mem::take(&mut self.simple);
-        let mut refs = std::mem::take(&mut self.simple_refs);
-        flows.clear();
+        let Some(mut st) = self.simple.take() else {
+            return false;
+        };
         let mut counts = FlushCounts::default();
         let done = self
-            .simple_scan(frames, metas, &mut flows, &mut refs, &mut counts)
+            .simple_scan(frames, metas, &mut st, &mut counts)
             .is_some();
         if done {
+            let links = &mut self.burst.out.links;
+            links.clear();
+            links.extend_from_slice(st.links.get(..frames.len()).unwrap_or(&[]));
             let packets = self.burst.out.packets.len() as u64;
             let merged = self
                 .burst
@@ -1191,8 +1209,7 @@ impl GroEngine {
             self.burst.out.packets.clear();
             self.burst.out.headers.clear();
         }
-        self.simple = flows;
-        self.simple_refs = refs;
+        self.simple = Some(st);
         done
     }
 
@@ -1201,15 +1218,15 @@ impl GroEngine {
         &mut self,
         frames: &[&[u8]],
         metas: &[OffloadMeta],
-        flows: &mut Vec<SimpleFlow>,
-        refs: &mut Vec<SimpleRef>,
+        st: &mut SimpleState,
         counts: &mut FlushCounts,
     ) -> Option<()> {
         // Flows by flow hash (open addressing), and a hint by the 4 bytes at offset 34 (the
         // ports of a plain IPv4 frame): the hinted flow is taken when the frame's headers equal
-        // its first segment's, which proves the flow without hashing.
+        // its first segment's, which proves the flow without hashing. Both hold flow index + 1.
         let mut table = [0u8; SIMPLE_SLOTS];
         let mut hints = [0u8; PORT_CACHE];
+        let mut nflows = 0usize;
         let (mut held, mut held_segments) = (0usize, 0usize);
         // Held segments are counted only when the burst could exceed the segment budget.
         let track = frames.len() > self.cfg.max_held_packets;
@@ -1217,13 +1234,14 @@ impl GroEngine {
             if meta.status(Slot::OuterL4) != CsumStatus::Good {
                 return None;
             }
-            let hint = port_cache_index(frame.get(34..38)?) % PORT_CACHE;
+            let head = frame.first_chunk::<64>()?;
+            let hint = port_cache_index(&head[34..38]) % PORT_CACHE;
             let hinted = match *hints.get(hint)? {
                 0 => None,
                 g => {
-                    let i = usize::from(g) - 1;
-                    let f = flows.get(i)?;
-                    let r = refs.get(i)?;
+                    let i = usize::from(g - 1) % SIMPLE_MAX;
+                    let f = st.flows.get(i)?;
+                    let r = st.refs.get(i)?;
                     (!f.done && simple_same(&self.plain_masks, f, r, frame, frames)?).then_some(i)
                 }
             };
@@ -1231,24 +1249,24 @@ impl GroEngine {
                 Some(i) => i,
                 None => {
                     let hash = plain_hash(frame)?;
-                    let mut place = (hash >> 57) as usize & (SIMPLE_SLOTS - 1);
+                    let mut place = (hash >> 57) as usize % SIMPLE_SLOTS;
                     let found = loop {
                         match *table.get(place)? {
                             0 => break None,
                             g => {
-                                let i = usize::from(g) - 1;
-                                if flows.get(i)?.hash == hash {
+                                let i = usize::from(g - 1) % SIMPLE_MAX;
+                                if st.flows.get(i)?.hash == hash {
                                     break Some(i);
                                 }
-                                place = (place + 1) & (SIMPLE_SLOTS - 1);
+                                place = (place + 1) % SIMPLE_SLOTS;
                             }
                         }
                     };
                     match found {
                         Some(i) => {
                             // Its flow by the hash: it must be that packet's next segment.
-                            let f = flows.get(i)?;
-                            let r = refs.get(i)?;
+                            let f = st.flows.get(i)?;
+                            let r = st.refs.get(i)?;
                             if f.done || !simple_same(&self.plain_masks, f, r, frame, frames)? {
                                 return None;
                             }
@@ -1256,16 +1274,17 @@ impl GroEngine {
                             i
                         }
                         None => {
-                            self.burst.index = k as u32;
-                            self.simple_start(frame, meta, hash, held, flows)?;
-                            if refs.len() < flows.len() {
-                                refs.push(SimpleRef {
-                                    r: [0; 64],
-                                    m: [0; 8],
-                                });
-                            }
-                            *table.get_mut(place)? = u8::try_from(flows.len()).ok()?;
-                            *hints.get_mut(hint)? = u8::try_from(flows.len()).ok()?;
+                            let f = self.simple_start(k, frame, meta, hash, held)?;
+                            *st.links.get_mut(k)? = Link {
+                                frame: k as u32,
+                                start: f.shape.payload as u32,
+                                end: f.end as u32,
+                                next: NO_PIECE,
+                            };
+                            *st.flows.get_mut(nflows)? = f;
+                            nflows += 1;
+                            *table.get_mut(place)? = u8::try_from(nflows).ok()?;
+                            *hints.get_mut(hint)? = u8::try_from(nflows).ok()?;
                             held += 1;
                             held_segments += 1;
                             if held_segments > self.cfg.max_held_packets {
@@ -1276,12 +1295,11 @@ impl GroEngine {
                     }
                 }
             };
-            let f = flows.get_mut(i)?;
+            let f = st.flows.get_mut(i)?;
             let PlainShape { v6, l4, payload } = f.shape;
             let end = frame.len();
-            // (The headers matched the first segment's, so the frame has at least 64 bytes and
-            // the shape's fields sit at the shape's offsets.)
-            let head = frame.first_chunk::<64>()?;
+            // (The headers matched the first segment's, so the shape's fields sit at the
+            // shape's offsets.)
             if end <= payload
                 || if v6 {
                     meta.status(Slot::OuterIp) == CsumStatus::Bad
@@ -1308,7 +1326,7 @@ impl GroEngine {
                 if offset != if fixed { 0 } else { f.count } {
                     return None;
                 }
-                head.get(34..54)?.try_into().ok()?
+                head[34..54].try_into().ok()?
             };
             let len = end - payload;
             if be32_in(t, 4) != f.next_seq || len > f.mss || f.len - ETH_HLEN + len > MAX_IP_LEN {
@@ -1323,7 +1341,7 @@ impl GroEngine {
                 f.payload_sum = tcp_payload_sum(f.fixed_sum, f.end - l4, ft);
                 if payload <= 64 {
                     let mask = self.plain_masks.masks.get(usize::from(v6))?.get(f.doff)?;
-                    let r = refs.get_mut(i)?;
+                    let r = st.refs.get_mut(i)?;
                     r.r = *first.first_chunk::<64>()?;
                     r.m = *mask.first_chunk::<8>()?;
                     f.inline = true;
@@ -1339,15 +1357,14 @@ impl GroEngine {
                 f.payload_sum = combine(f.payload_sum, sum.swap_bytes());
             }
             f.fixed_id = fixed;
-            // Link k is this frame's (the links were sized to the burst).
-            let links = &mut self.burst.out.links;
-            *links.get_mut(k)? = Link {
+            // Link k is this frame's; the flow's last link is an earlier frame's.
+            *st.links.get_mut(k % SIMPLE_MAX)? = Link {
                 frame: k as u32,
                 start: payload as u32,
                 end: end as u32,
                 next: NO_PIECE,
             };
-            links.get_mut(f.last_link as usize)?.next = k as u32;
+            st.links.get_mut(f.last_link as usize % SIMPLE_MAX)?.next = k as u32;
             f.last_link = k as u32;
             f.len += len;
             f.count += 1;
@@ -1372,30 +1389,33 @@ impl GroEngine {
                     held_segments -= usize::from(f.count);
                 }
                 let f = *f;
-                self.simple_output(&f, frames, metas)?;
+                self.simple_output(&f, &mut st.links, frames, metas)?;
             }
             if track && held_segments > self.cfg.max_held_packets {
                 return None;
             }
         }
-        for f in flows.iter().filter(|f| !f.done) {
-            counts.batch_end += 1;
-            self.simple_output(f, frames, metas)?;
+        for i in 0..nflows {
+            let f = *st.flows.get(i % SIMPLE_MAX)?;
+            if !f.done {
+                counts.batch_end += 1;
+                self.simple_output(&f, &mut st.links, frames, metas)?;
+            }
         }
         Some(())
     }
 
-    /// A new flow of [`GroEngine::simple_scan`], on `start_fresh`'s terms: metadata describing
-    /// the frame's plain layout with its checksums present, a free place (`held` flows so far),
-    /// a segment that may start a packet.
+    /// A new flow of [`GroEngine::simple_scan`] at frame `k`, on `start_fresh`'s terms:
+    /// metadata describing the frame's plain layout with its checksums present, a free place
+    /// (`held` flows so far), a segment that may start a packet.
     fn simple_start(
-        &mut self,
+        &self,
+        k: usize,
         frame: &[u8],
         meta: &OffloadMeta,
         hash: u64,
         held: usize,
-        flows: &mut Vec<SimpleFlow>,
-    ) -> Option<()> {
+    ) -> Option<SimpleFlow> {
         let v6 = frame.get(12..14)? == sluice_wire::ethertype::IPV6.to_be_bytes();
         if !self.plain_start_meta(meta, v6) || held >= self.cfg.max_flows {
             return None;
@@ -1404,12 +1424,11 @@ impl GroEngine {
         if !may_start(&info) || info.payload > CMP_WORDS * 8 {
             return None;
         }
-        let link = self.burst.link(info.payload, info.end);
         let mss = info.payload_len();
-        flows.push(SimpleFlow {
+        Some(SimpleFlow {
             hash,
-            first: link,
-            last_link: link,
+            first: k as u32,
+            last_link: k as u32,
             shape: PlainShape {
                 v6,
                 l4: info.l4,
@@ -1430,14 +1449,14 @@ impl GroEngine {
             deferred_acc: 0,
             done: false,
             inline: false,
-        });
-        Some(())
+        })
     }
 
     /// Appends flow `f`'s packet to the burst output, as `complete` would have.
     fn simple_output(
         &mut self,
         f: &SimpleFlow,
+        links: &mut [Link; SIMPLE_MAX],
         frames: &[&[u8]],
         metas: &[OffloadMeta],
     ) -> Option<()> {
@@ -1446,7 +1465,7 @@ impl GroEngine {
         let given = *metas.get(f.first as usize)?;
         let meta = if f.count == 1 {
             // Alone: the received frame as it is.
-            out.links.get_mut(f.first as usize)?.start = 0;
+            links.get_mut(f.first as usize % SIMPLE_MAX)?.start = 0;
             given
         } else {
             let first = frames.get(f.first as usize)?;
@@ -1473,7 +1492,6 @@ impl GroEngine {
             plain_merged_meta(&mut m, f.shape.v6, f.mss, false)?;
             m
         };
-        let out = &mut self.burst.out;
         out.packets.push(BurstPacket {
             header: hs..out.headers.len(),
             meta,
@@ -3704,7 +3722,8 @@ fn finish_simple_header(
         + u64::from(u16::from_be_bytes([t[18], t[19]]))
         + u64::from(payload_sum);
     let c = !fold64(acc);
-    h.get_mut(l4 + 16..l4 + 18)?.copy_from_slice(&c.to_be_bytes());
+    h.get_mut(l4 + 16..l4 + 18)?
+        .copy_from_slice(&c.to_be_bytes());
     Some(())
 }
 

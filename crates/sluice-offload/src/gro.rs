@@ -285,8 +285,6 @@ pub struct GroEngine {
     free: Vec<u32>,
     /// Fresh metadata ([`OffloadMeta::from_layout`]) of a plain TCP/IPv4 and TCP/IPv6 frame.
     plain_meta: [OffloadMeta; 2],
-    /// Their offsets, [`pack_offsets`]ed.
-    plain_offsets: [u128; 2],
     out: VecDeque<GroPacket>,
     pool: Vec<Vec<u8>>,
     held_segments: usize,
@@ -1039,7 +1037,6 @@ impl GroEngine {
             OffloadMeta::from_layout(&plain_layout(Plain::V6)),
         ];
         GroEngine {
-            plain_offsets: plain_meta.map(|m| pack_offsets(&m.offsets())),
             plain_meta,
             slab: Vec::with_capacity(cfg.max_flows),
             order: Vec::with_capacity(cfg.max_flows),
@@ -1388,18 +1385,17 @@ impl GroEngine {
                 if track {
                     held_segments -= usize::from(f.count);
                 }
-                let f = *f;
-                self.simple_output(&f, &mut st.links, frames, metas)?;
+                self.simple_output(f, &mut st.links, frames, metas)?;
             }
             if track && held_segments > self.cfg.max_held_packets {
                 return None;
             }
         }
         for i in 0..nflows {
-            let f = *st.flows.get(i % SIMPLE_MAX)?;
+            let f = st.flows.get(i % SIMPLE_MAX)?;
             if !f.done {
                 counts.batch_end += 1;
-                self.simple_output(&f, &mut st.links, frames, metas)?;
+                self.simple_output(f, &mut st.links, frames, metas)?;
             }
         }
         Some(())
@@ -1462,43 +1458,47 @@ impl GroEngine {
     ) -> Option<()> {
         let out = &mut self.burst.out;
         let hs = out.headers.len();
-        let given = *metas.get(f.first as usize)?;
-        let meta = if f.count == 1 {
+        let given = metas.get(f.first as usize)?;
+        if f.count == 1 {
             // Alone: the received frame as it is.
             links.get_mut(f.first as usize % SIMPLE_MAX)?.start = 0;
-            given
+            out.packets.push(BurstPacket {
+                header: hs..hs,
+                meta: *given,
+                segments: 1,
+                first: f.first,
+            });
+            return Some(());
+        }
+        let first = frames.get(f.first as usize)?;
+        let payload = f.shape.payload;
+        let sum = f.payload_sum_total();
+        // Finished in a fixed-size copy (no bounds to check, no call for a few dozen bytes),
+        // appended whole and cut to the headers.
+        if payload <= 64 {
+            let mut h = *first.first_chunk::<64>()?;
+            finish_simple_header(&mut h, f, sum)?;
+            out.headers.extend_from_slice(&h);
+        } else if let (Some(c), true) = (first.first_chunk::<128>(), payload <= 128) {
+            let mut h = *c;
+            finish_simple_header(&mut h, f, sum)?;
+            out.headers.extend_from_slice(&h);
         } else {
-            let first = frames.get(f.first as usize)?;
-            let payload = f.shape.payload;
-            let sum = f.payload_sum_total();
-            match first.first_chunk::<128>() {
-                // Finished in a fixed-size copy (no bounds to check, no call for a few dozen
-                // bytes), appended whole and cut to the headers.
-                Some(c) if payload <= 128 => {
-                    let mut h = *c;
-                    *h.get_mut(f.shape.l4 + 13)? |= f.flags_or;
-                    finish_simple_header(&mut h, f.shape, f.len, f.fixed_sum, sum)?;
-                    out.headers.extend_from_slice(&h);
-                    out.headers.truncate(hs + payload);
-                }
-                _ => {
-                    out.headers.extend_from_slice(first.get(..payload)?);
-                    let hdr = out.headers.get_mut(hs..)?;
-                    *hdr.get_mut(f.shape.l4 + 13)? |= f.flags_or;
-                    finish_plain_header(hdr, f.shape, f.len, sum)?;
-                }
-            }
-            let mut m = given;
-            plain_merged_meta(&mut m, f.shape.v6, f.mss, false)?;
-            m
-        };
+            out.headers.extend_from_slice(first.get(..payload)?);
+            let hdr = out.headers.get_mut(hs..)?;
+            *hdr.get_mut(f.shape.l4 + 13)? |= f.flags_or;
+            finish_plain_header(hdr, f.shape, f.len, sum)?;
+        }
+        out.headers.truncate(hs + payload);
         out.packets.push(BurstPacket {
-            header: hs..out.headers.len(),
-            meta,
+            header: hs..hs + payload,
+            meta: *given,
             segments: f.count,
             first: f.first,
         });
-        Some(())
+        // The metadata is rewritten where it lies (no copies of it).
+        let m = &mut out.packets.last_mut()?.meta;
+        plain_merged_meta(m, f.shape.v6, f.mss, false)
     }
 
     /// Ends a batch: with [`GroConfig::max_age`] 0 every held packet is finished
@@ -1600,7 +1600,7 @@ impl GroEngine {
             && (v6 || ip != CsumStatus::Unknown)
             && !meta.csum_absent(Level::Outer)
             && meta.tunnel().is_none()
-            && pack_offsets(&meta.offsets()) == self.plain_offsets(v6)
+            && meta.offsets() == plain_offsets(v6)
     }
 
     /// [`GroEngine::receive`] after the fast lane.
@@ -1689,7 +1689,7 @@ impl GroEngine {
         let v6 = info.ip[0].v6;
         let [fresh4, fresh6] = &self.plain_meta;
         let fresh = if v6 { fresh6 } else { fresh4 };
-        if pack_offsets(&meta.offsets()) != self.plain_offsets(v6) || meta.tunnel().is_some() {
+        if meta.offsets() != plain_offsets(v6) || meta.tunnel().is_some() {
             *meta = adopt(*fresh, *meta);
         }
         // The common case first: a device verified both.
@@ -1947,17 +1947,6 @@ impl GroEngine {
             }
         }
         (None, false)
-    }
-
-    /// The packed offsets of a plain frame's fresh metadata.
-    #[inline(always)]
-    fn plain_offsets(&self, v6: bool) -> u128 {
-        let [v4, v6_] = self.plain_offsets;
-        if v6 {
-            v6_
-        } else {
-            v4
-        }
     }
 
     /// Held packet `i` (its slab index).
@@ -2903,17 +2892,18 @@ fn fast_append(
     }
 }
 
-/// [`Offsets`](sluice_packet::Offsets) as one integer (equal exactly when the offsets are):
-/// cheaper to compare than six `Option<u16>`.
+/// The offsets of a plain TCP/IPv4 or TCP/IPv6 frame (as `OffloadMeta::from_layout` gives
+/// them; a unit test checks).
 #[inline(always)]
-fn pack_offsets(o: &sluice_packet::Offsets) -> u128 {
-    let f = |v: Option<u16>| v.map_or(0x1_0000, u128::from);
-    f(o.outer_l2)
-        | f(o.outer_l3) << 20
-        | f(o.outer_l4) << 40
-        | f(o.inner_l2) << 60
-        | f(o.inner_l3) << 80
-        | f(o.inner_l4) << 100
+const fn plain_offsets(v6: bool) -> sluice_packet::Offsets {
+    sluice_packet::Offsets {
+        outer_l2: Some(0),
+        outer_l3: Some(ETH_HLEN as u16),
+        outer_l4: Some(if v6 { 54 } else { 34 }),
+        inner_l2: None,
+        inner_l3: None,
+        inner_l4: None,
+    }
 }
 
 /// Which plain shape ([`plain_tcp`]).
@@ -3686,25 +3676,25 @@ fn finish_plain_header(
     put16(buf, l4 + 16, c)
 }
 
-/// [`finish_plain_header`] for a header copy in a fixed-size array whose flow's
-/// [`Held::fixed_sum`] is known: the TCP checksum from it and the words that vary (sequence
+/// [`finish_plain_header`] for a header copy in a fixed-size array of simple-lane flow `f`
+/// (flags ORed in here), whose [`Held::fixed_sum`] is known: the TCP checksum from it and the words that vary (sequence
 /// number, data offset/flags/window with the flags ORed in, urgent pointer) instead of summing
 /// the pseudo-header and the TCP header again.
 #[inline(always)]
-fn finish_simple_header(
-    h: &mut [u8; 128],
-    shape: PlainShape,
-    len: usize,
-    fixed_sum: u32,
+fn finish_simple_header<const N: usize>(
+    h: &mut [u8; N],
+    f: &SimpleFlow,
     payload_sum: u16,
 ) -> Option<()> {
-    let PlainShape { v6, l4, .. } = shape;
+    let PlainShape { v6, l4, .. } = f.shape;
+    let len = f.len;
+    *h.get_mut(l4 + 13)? |= f.flags_or;
     let l4_len = len.checked_sub(l4)?;
     if v6 {
         let plen = u16::try_from(len.checked_sub(ETH_HLEN + 40)?).ok()?;
-        h[18..20].copy_from_slice(&plen.to_be_bytes());
+        h.get_mut(18..20)?.copy_from_slice(&plen.to_be_bytes());
     } else {
-        let ip: &mut [u8; 20] = (&mut h[ETH_HLEN..ETH_HLEN + 20]).try_into().ok()?;
+        let ip: &mut [u8; 20] = h.get_mut(ETH_HLEN..ETH_HLEN + 20)?.try_into().ok()?;
         let total = u16::try_from(len.checked_sub(ETH_HLEN)?).ok()?;
         let acc = words_sum(ip)
             + u64::from(!u16::from_be_bytes([ip[2], ip[3]]))
@@ -3715,7 +3705,7 @@ fn finish_simple_header(
         ip[10..12].copy_from_slice(&c.to_be_bytes());
     }
     let t: &[u8; 20] = h.get(l4..l4 + 20)?.try_into().ok()?;
-    let acc = u64::from(fixed_sum)
+    let acc = u64::from(f.fixed_sum)
         + l4_len as u64
         + u64::from(be32_in(t, 4))
         + u64::from(be32_in(t, 12))
@@ -3825,6 +3815,14 @@ mod tests {
     }
 
     proptest! {
+        /// `plain_offsets` gives the offsets fresh metadata gives plain frames.
+        #[test]
+        fn plain_offsets_are_the_parsers(v6 in any::<bool>(), opts in 0usize..11, payload in 1usize..200) {
+            let frame = segment(v6, opts * 4, payload, 1);
+            let m = OffloadMeta::from_layout(&sluice_wire::parse(&frame).unwrap());
+            prop_assert_eq!(m.offsets(), plain_offsets(v6));
+        }
+
         /// The plain shortcut accepts only frames the general path classifies identically
         /// (hash included) and holds eligible, whatever bytes are changed.
         #[test]

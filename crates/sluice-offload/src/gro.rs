@@ -825,8 +825,11 @@ struct SimpleFlow {
     /// The first segment's frame length and payload length (every full-size segment's).
     end: usize,
     mss: usize,
+    /// The first segment's IPv4 ID, the next segment's, and the step between them (1, or 0
+    /// once the second segment repeated the first's ID: Linux's rule).
     id0: u16,
-    fixed_id: bool,
+    next_id: u16,
+    id_step: u16,
     count: u16,
     /// Merged frame length so far.
     len: usize,
@@ -839,6 +842,10 @@ struct SimpleFlow {
     payload_sum: u16,
     deferred_n: u64,
     deferred_acc: u64,
+    /// The deferred segments' data offset/flags/window and checksum/urgent pointer words,
+    /// summed as loaded (little-endian): the folded sum is the byte-swapped sum of the
+    /// big-endian words (RFC 1071's byte-order independence), so no swap per segment.
+    deferred_le: u64,
     done: bool,
     /// From the second segment on, for headers of at most 64 bytes: the flow's [`SimpleRef`]
     /// holds the first segment's first 64 bytes and the mask's first eight words.
@@ -860,7 +867,7 @@ impl SimpleFlow {
             self.payload_sum,
             self.deferred_n,
             self.fixed_sum,
-            self.deferred_acc,
+            self.deferred_acc + u64::from(fold64(self.deferred_le).swap_bytes()),
         )
     }
 }
@@ -1308,7 +1315,6 @@ impl GroEngine {
             }
             // The IP packet ends the frame; the ID rule (incrementing, or fixed from the second
             // segment on); in sequence, not longer than the first, room under 64 KiB.
-            let mut fixed = f.fixed_id;
             let t: &[u8; 20] = if v6 {
                 if usize::from(u16::from_be_bytes([head[18], head[19]])) + ETH_HLEN + 40 != end {
                     return None;
@@ -1318,11 +1324,17 @@ impl GroEngine {
                 if usize::from(u16::from_be_bytes([head[16], head[17]])) + ETH_HLEN != end {
                     return None;
                 }
-                let offset = u16::from_be_bytes([head[18], head[19]]).wrapping_sub(f.id0);
-                fixed = fixed || (f.count == 1 && offset == 0);
-                if offset != if fixed { 0 } else { f.count } {
-                    return None;
+                let id = u16::from_be_bytes([head[18], head[19]]);
+                if id != f.next_id {
+                    // The second segment may repeat the first's ID: fixed IDs from then on.
+                    if f.count != 1 || id != f.id0 {
+                        return None;
+                    }
+                    f.next_id = id;
+                    f.id_step = 0;
                 }
+                // (Any later refusal abandons the lane, so updating here is safe.)
+                f.next_id = f.next_id.wrapping_add(f.id_step);
                 head[34..54].try_into().ok()?
             };
             let len = end - payload;
@@ -1347,13 +1359,14 @@ impl GroEngine {
             // (`len - payload`: the payload bytes merged so far.)
             if (f.len - payload).is_multiple_of(2) {
                 // Deferred, as in `fast_append`: no fold per segment.
+                // (The sequence number is `next_seq`, checked above.)
                 f.deferred_n += 1;
-                f.deferred_acc += (end - l4) as u64 + varying_words(t);
+                f.deferred_acc += (end - l4) as u64 + u64::from(f.next_seq);
+                f.deferred_le += u64::from(le32_in(t, 12)) + u64::from(le32_in(t, 16));
             } else {
                 let sum = tcp_payload_sum(f.fixed_sum, end - l4, t);
                 f.payload_sum = combine(f.payload_sum, sum.swap_bytes());
             }
-            f.fixed_id = fixed;
             // Link k is this frame's; the flow's last link is an earlier frame's.
             *st.links.get_mut(k % SIMPLE_MAX)? = Link {
                 frame: k as u32,
@@ -1434,7 +1447,8 @@ impl GroEngine {
             end: info.end,
             mss,
             id0: info.ip[0].id,
-            fixed_id: false,
+            next_id: info.ip[0].id.wrapping_add(1),
+            id_step: 1,
             count: 1,
             len: info.end,
             next_seq: info.seq.wrapping_add(mss as u32),
@@ -1443,6 +1457,7 @@ impl GroEngine {
             payload_sum: 0,
             deferred_n: 0,
             deferred_acc: 0,
+            deferred_le: 0,
             done: false,
             inline: false,
         })
@@ -3180,6 +3195,14 @@ fn be32_in(t: &[u8], k: usize) -> u32 {
     t.get(k..)
         .and_then(|s| s.first_chunk::<4>())
         .map_or(0, |b| u32::from_be_bytes(*b))
+}
+
+/// [`be32_in`] read little-endian (as loaded on x86; see [`SimpleFlow::deferred_le`]).
+#[inline(always)]
+fn le32_in(t: &[u8], k: usize) -> u32 {
+    t.get(k..)
+        .and_then(|s| s.first_chunk::<4>())
+        .map_or(0, |b| u32::from_le_bytes(*b))
 }
 
 /// Folds a ones'-complement accumulator to 16 bits.

@@ -258,7 +258,7 @@ proptest! {
 
     /// Bursts of plain TCP segments, the shape burst mode's simple lane takes whole: mostly
     /// in-order full-size segments of a few interleaved flows, with occasional PSH/FIN, short
-    /// segments, sequence gaps, duplicates, TTL or window changes, ID jumps, unverified
+    /// segments, sequence gaps, duplicates, TTL or window changes, ID jumps and repeats, unverified
     /// checksums and tight flow/segment budgets, so that the lane both completes and gives up
     /// mid-burst. Burst mode must give exactly the copying mode's packets.
     #[test]
@@ -295,6 +295,7 @@ proptest! {
                         5 => s.window ^= 0x40,
                         6 => s.id = s.id.wrapping_add(3),
                         7 => s.seq = s.seq.wrapping_add(1),
+                        8 => s.id = *id0, // back to the first's ID mid-flow
                         _ => {}
                     }
                     if j + 1 == *n && d % 3 == 0 {
@@ -432,5 +433,43 @@ fn the_simple_lane_takes_plain_bursts_and_gives_up_on_others() {
             assert_eq!(e.stats().flushed.flags, 1);
             assert_eq!(e.stats().flushed.size, 1);
         }
+    }
+}
+
+/// The IPv4 ID rule in the simple lane: IDs may stay fixed from the second segment on, or
+/// increment; an incrementing flow that goes back to its first ID, a fixed flow that starts
+/// incrementing, and a jump all end the packet exactly as the general pass does.
+#[test]
+fn the_simple_lane_keeps_the_id_rule() {
+    let cases: [&[u16]; 8] = [
+        &[100, 101, 102, 103, 104],
+        &[100, 100, 100, 100, 100],
+        &[100, 101, 102, 100, 101],
+        &[100, 101, 102, 100],
+        &[100, 101, 100, 100],
+        &[100, 100, 101, 102, 103],
+        &[100, 100, 101],
+        &[100, 101, 105, 106, 107],
+    ];
+    for ids in cases {
+        let frames: Vec<Vec<u8>> = ids
+            .iter()
+            .enumerate()
+            .map(|(j, &id)| {
+                let mut s = Seg::tcp4(1000 + j as u32 * 1000, 1000);
+                s.id = id;
+                s.build()
+            })
+            .collect();
+        let metas: Vec<OffloadMeta> = frames
+            .iter()
+            .map(|f| {
+                let mut m = OffloadMeta::from_layout(&sluice_wire::parse(f).unwrap());
+                m.rx_checksum_unnecessary(false);
+                m
+            })
+            .collect();
+        burst_equals_copying(&frames, &metas, GroConfig::default())
+            .unwrap_or_else(|e| panic!("IDs {ids:?}: {e}"));
     }
 }

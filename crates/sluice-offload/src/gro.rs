@@ -836,9 +836,9 @@ struct SimpleFlow {
     next_seq: u32,
     /// FIN and PSH of the segments joined (ORed into the header, as Linux does).
     flags_or: u8,
-    /// As [`Held::fixed_sum`], [`Held::payload_sum`], [`Held::deferred_n`] and
-    /// [`Held::deferred_acc`].
-    fixed_sum: u32,
+    /// As [`Held::fixed_sum`] (but not folded), [`Held::payload_sum`], [`Held::deferred_n`]
+    /// and [`Held::deferred_acc`].
+    fixed_sum: u64,
     payload_sum: u16,
     deferred_n: u64,
     deferred_acc: u64,
@@ -863,12 +863,13 @@ struct SimpleRef {
 impl SimpleFlow {
     /// The payload sum with the deferred segments folded in (as [`Held::payload_sum_total`]).
     fn payload_sum_total(&self) -> u16 {
-        with_deferred(
-            self.payload_sum,
-            self.deferred_n,
-            self.fixed_sum,
-            self.deferred_acc + u64::from(fold64(self.deferred_le).swap_bytes()),
-        )
+        // (`fixed_sum` is below 2^40 and `deferred_n` at most 64: no overflow.)
+        let pending = self
+            .deferred_n
+            .wrapping_mul(self.fixed_sum)
+            .wrapping_add(self.deferred_acc)
+            .wrapping_add(u64::from(fold64(self.deferred_le).swap_bytes()));
+        combine(self.payload_sum, !fold64(pending))
     }
 }
 
@@ -1346,8 +1347,12 @@ impl GroEngine {
                 let first = frames.get(f.first as usize)?;
                 // The first segment's sums, from its headers (as `Held::first_sums`).
                 let ft: &[u8; 20] = first.get(l4..l4 + 20)?.try_into().ok()?;
-                f.fixed_sum = fixed_tcp_sum_at(first, ETH_HLEN, v6, l4, payload)?;
-                f.payload_sum = tcp_payload_sum(f.fixed_sum, f.end - l4, ft);
+                f.fixed_sum = fixed_tcp_acc_at(first, ETH_HLEN, v6, l4, payload)?;
+                // The first segment's payload sum is deferred like the others' (its payload
+                // starts the packet, at an even offset).
+                f.deferred_n = 1;
+                f.deferred_acc = (f.end - l4) as u64 + u64::from(be32_in(ft, 4));
+                f.deferred_le = u64::from(le32_in(ft, 12)) + u64::from(le32_in(ft, 16));
                 if payload <= 64 {
                     let mask = self.plain_masks.masks.get(usize::from(v6))?.get(f.doff)?;
                     let r = st.refs.get_mut(i)?;
@@ -1364,7 +1369,7 @@ impl GroEngine {
                 f.deferred_acc += (end - l4) as u64 + u64::from(f.next_seq);
                 f.deferred_le += u64::from(le32_in(t, 12)) + u64::from(le32_in(t, 16));
             } else {
-                let sum = tcp_payload_sum(f.fixed_sum, end - l4, t);
+                let sum = !fold64(f.fixed_sum + (end - l4) as u64 + varying_words(t));
                 f.payload_sum = combine(f.payload_sum, sum.swap_bytes());
             }
             // Link k is this frame's; the flow's last link is an earlier frame's.
@@ -3121,6 +3126,14 @@ fn fixed_tcp_sum(frame: &[u8], info: &Info) -> Option<u32> {
 /// header at `l4` and payload at `payload`.
 #[inline]
 fn fixed_tcp_sum_at(frame: &[u8], l3: usize, v6: bool, l4: usize, payload: usize) -> Option<u32> {
+    Some(u32::from(fold64(fixed_tcp_acc_at(
+        frame, l3, v6, l4, payload,
+    )?)))
+}
+
+/// [`fixed_tcp_sum_at`] not folded (below 2^40).
+#[inline(always)]
+fn fixed_tcp_acc_at(frame: &[u8], l3: usize, v6: bool, l4: usize, payload: usize) -> Option<u64> {
     let addrs = if v6 {
         frame.get(l3 + 8..l3 + 40)?
     } else {
@@ -3131,8 +3144,7 @@ fn fixed_tcp_sum_at(frame: &[u8], l3: usize, v6: bool, l4: usize, payload: usize
     let t: &[u8; 20] = frame.get(l4..l4 + 20)?.try_into().ok()?;
     let w = |k: usize| u64::from(be32_in(t, k));
     let options = frame.get(l4 + 20..payload)?;
-    let acc = u64::from(ip_proto::TCP) + words_sum(addrs) + w(0) + w(8) + words_sum(options);
-    Some(u32::from(fold64(acc)))
+    Some(u64::from(ip_proto::TCP) + words_sum(addrs) + w(0) + w(8) + words_sum(options))
 }
 
 /// The folded ones'-complement sum of a short slice (a header), inline: cheaper than the
@@ -3728,7 +3740,7 @@ fn finish_simple_header<const N: usize>(
         ip[10..12].copy_from_slice(&c.to_be_bytes());
     }
     let t: &[u8; 20] = h.get(l4..l4 + 20)?.try_into().ok()?;
-    let acc = u64::from(f.fixed_sum)
+    let acc = f.fixed_sum
         + l4_len as u64
         + u64::from(be32_in(t, 4))
         + u64::from(be32_in(t, 12))

@@ -10,6 +10,8 @@
 # in three syntaxes. Timed:
 #   sluice-insert  `bench_flows --rules N --masks M` : insert_batch of pre-built rules (65536/batch)
 #   sluice-1batch  the same as one batch of N rules (one publish)
+#   sluice-insert-2t, sluice-1batch-2t   the same two with --insert-threads 2 (each batch split
+#                  over two threads by subtable; results identical to in-order insertion)
 #   sluice-load    `bench_flows --load sluice.rules` : parse the text file + insert (8192/batch)
 #   ovs            `ovs-ofctl -O OpenFlow14 --bundle add-flows br0 ovs.flows` on a fresh bridge
 #   nft            `nft -f` adding the same keys as elements of MASKS interval sets
@@ -53,7 +55,7 @@ BIN="$ROOT/target/release/examples/bench_flows"
 echo "rules=$RULES masks=$MASKS repeats=$REPS ($(nproc) cpus, $(date -u +%FT%TZ))"
 
 # --- Sluice ---------------------------------------------------------------------------------
-sl_ins=(); sl_one=(); sl_load=(); sl_mem=""; sl_one_mem=""
+sl_ins=(); sl_one=(); sl_load=(); sl_ins2=(); sl_one2=(); sl_mem=""; sl_one_mem=""
 for _ in $(seq "$REPS"); do
     j=$("$BIN" --rules "$RULES" --masks "$MASKS" --batch "$RULES" --lookups 32 --json | tail -1)
     sl_one+=("$(echo "$j" | python3 -c 'import json,sys; print(json.load(sys.stdin)["insert_rules_per_sec"])')")
@@ -63,6 +65,12 @@ for _ in $(seq "$REPS"); do
     sl_ins+=("$(echo "$j" | python3 -c 'import json,sys; print(json.load(sys.stdin)["insert_rules_per_sec"])')")
     echo "sluice-insert: ${sl_ins[-1]} rules/s" >&2
     [ -z "$sl_mem" ] && sl_mem=$(echo "$j" | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["bytes_per_rule"]))')
+    j=$("$BIN" --rules "$RULES" --masks "$MASKS" --batch "$RULES" --insert-threads 2 --lookups 32 --json | tail -1)
+    sl_one2+=("$(echo "$j" | python3 -c 'import json,sys; print(json.load(sys.stdin)["insert_rules_per_sec"])')")
+    echo "sluice-1batch-2t: ${sl_one2[-1]} rules/s" >&2
+    j=$("$BIN" --rules "$RULES" --masks "$MASKS" --insert-threads 2 --lookups 32 --json | tail -1)
+    sl_ins2+=("$(echo "$j" | python3 -c 'import json,sys; print(json.load(sys.stdin)["insert_rules_per_sec"])')")
+    echo "sluice-insert-2t: ${sl_ins2[-1]} rules/s" >&2
     j=$("$BIN" --load "$WORK/sluice.rules" --json | tail -1)
     sl_load+=("$(echo "$j" | python3 -c 'import json,sys; print(json.load(sys.stdin)["load_rules_per_sec"])')")
     echo "sluice-load: ${sl_load[-1]} rules/s" >&2
@@ -124,12 +132,16 @@ nft delete table inet "$NFT_TABLE"
 m_ins=$(printf '%s\n' "${sl_ins[@]}" | median)
 m_one=$(printf '%s\n' "${sl_one[@]}" | median)
 m_load=$(printf '%s\n' "${sl_load[@]}" | median)
+m_ins2=$(printf '%s\n' "${sl_ins2[@]}" | median)
+m_one2=$(printf '%s\n' "${sl_one2[@]}" | median)
 m_ovs=$(printf '%s\n' "${ovs[@]}" | median)
 m_nft=$(printf '%s\n' "${nft_r[@]}" | median)
-printf '%-14s %14s %10s %16s   %s\n' peer rules/s "x OVS" "bytes/rule" "runs (rules/s)"
-row() { printf '%-14s %14.0f %10.1f %16s   %s\n' "$1" "$2" "$(python3 -c "print($2 / $m_ovs)")" "$3" "$4"; }
+printf '%-16s %14s %10s %16s   %s\n' peer rules/s "x OVS" "bytes/rule" "runs (rules/s)"
+row() { printf '%-16s %14.0f %10.1f %16s   %s\n' "$1" "$2" "$(python3 -c "print($2 / $m_ovs)")" "$3" "$4"; }
 row sluice-insert "$m_ins" "$sl_mem" "${sl_ins[*]}"
 row sluice-1batch "$m_one" "$sl_one_mem" "${sl_one[*]}"
+row sluice-insert-2t "$m_ins2" "-" "${sl_ins2[*]}"
+row sluice-1batch-2t "$m_one2" "-" "${sl_one2[*]}"
 row sluice-load "$m_load" "-" "${sl_load[*]}"
 row ovs "$m_ovs" "$ovs_mem" "${ovs[*]}"
 row "nft ($NFT_RULES)" "$m_nft" "-" "${nft_r[*]}"

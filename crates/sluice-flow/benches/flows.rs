@@ -15,15 +15,30 @@ fn insert(c: &mut Criterion) {
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(20));
-    for (n, batch) in [(1_000_000usize, 65_536usize), (1_000_000, 1_000_000)] {
+    let n = 1_000_000usize;
+    let all = rules(n, 16);
+    // (batch size, insert threads): the single-threaded cases first, then the same split over
+    // two threads (`TableConfig::insert_threads`).
+    for (batch, threads) in [
+        (65_536usize, 1usize),
+        (1_000_000, 1),
+        (65_536, 2),
+        (1_000_000, 2),
+    ] {
         g.throughput(Throughput::Elements(n as u64));
-        let all = rules(n, 16);
-        g.bench_function(format!("{n}_rules_16_masks_batch_{batch}"), |b| {
+        let name = match threads {
+            1 => format!("{n}_rules_16_masks_batch_{batch}"),
+            t => format!("{n}_rules_16_masks_batch_{batch}_{t}_threads"),
+        };
+        g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
                     let batches: Vec<Vec<Rule>> = all.chunks(batch).map(|c| c.to_vec()).collect();
-                    let mut t = FlowTable::new(TableConfig::default());
+                    let mut t = FlowTable::new(TableConfig {
+                        insert_threads: threads,
+                        ..TableConfig::default()
+                    });
                     let start = Instant::now();
                     for b in batches {
                         let r = t.insert_batch(b, BatchMode::BestEffort);

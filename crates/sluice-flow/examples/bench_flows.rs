@@ -2,7 +2,8 @@
 //! the rule-file generator for the OVS / nftables comparison (`bench/ovs/flows-vs-ovs.sh`).
 //!
 //! ```text
-//! bench_flows [--rules N] [--masks M] [--batch B] [--threads T] [--lookups L] [--flows F] [--json]
+//! bench_flows [--rules N] [--masks M] [--batch B] [--threads T] [--insert-threads I]
+//!             [--lookups L] [--flows F] [--json]
 //! bench_flows --emit DIR [--rules N] [--masks M]   # writes sluice.rules, ovs.flows, nft.elems
 //! bench_flows --load FILE [--json]                   # times parse + insert of a rules file
 //! ```
@@ -30,6 +31,7 @@ fn main() -> std::io::Result<()> {
             "--masks" => opts.masks = num(),
             "--batch" => opts.batch = num(),
             "--threads" => opts.threads = num(),
+            "--insert-threads" => opts.insert_threads = num(),
             "--lookups" => opts.lookups = num(),
             "--flows" => opts.flows = num(),
             "--json" => json = true,

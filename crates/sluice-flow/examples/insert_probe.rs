@@ -1,4 +1,5 @@
 //! Insertion probe: first insert vs re-insert into warmed memory (page faults excluded).
+//! `insert_probe [RULES [BATCH [INSERT_THREADS]]]`.
 use sluice_flow::{cli, BatchMode, FlowTable, RuleRef, TableConfig};
 use std::time::Instant;
 
@@ -11,8 +12,15 @@ fn main() {
         .nth(2)
         .and_then(|s| s.parse().ok())
         .unwrap_or(65536);
+    let threads: usize = std::env::args()
+        .nth(3)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let rules: Vec<_> = (0..n).map(|i| cli::bench_rule(i, 16)).collect();
-    let mut t = FlowTable::new(TableConfig::default());
+    let mut t = FlowTable::new(TableConfig {
+        insert_threads: threads,
+        ..TableConfig::default()
+    });
     for round in 0..3 {
         let st = Instant::now();
         let mut hs = Vec::new();

@@ -463,6 +463,29 @@ impl<const N: usize> Tab<N> {
         }
     }
 
+    /// Gives the rule of priority `prio` and handle `old` at entry `i` handle `new`; false if
+    /// there is no such rule. Priorities within an entry differ, so the order of its rules
+    /// does not change.
+    fn rehandle(&mut self, i: u32, prio: u32, old: u32, new: u32) -> bool {
+        if let Some(e) = self.entries.get_mut(i as usize) {
+            if e.rank == rank(prio, old) {
+                e.rank = rank(prio, new);
+                return true;
+            }
+        }
+        match self
+            .more
+            .get_mut(&i)
+            .and_then(|m| m.iter_mut().find(|s| s.prio == prio && s.handle == old))
+        {
+            Some(s) => {
+                s.handle = new;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The handle of the rule with key `g` and priority `prio`.
     fn find_prio(&self, g: &[u64; N], h: u64, prio: u32) -> Option<u32> {
         let (_, i) = self.locate(g, h)?;
@@ -513,6 +536,132 @@ macro_rules! with_tbl {
             }
         }
     };
+}
+
+/// Subtable ids (indices of `counts`, rules per subtable) to `threads` threads, balancing
+/// rules: the biggest first, each to the least loaded thread.
+pub(crate) fn balance(counts: &[usize], threads: usize) -> Vec<u8> {
+    let mut ids: Vec<usize> = (0..counts.len()).collect();
+    ids.sort_by_key(|&id| core::cmp::Reverse(counts.get(id).copied().unwrap_or(0)));
+    let mut load = vec![0usize; threads.max(1)];
+    let mut owner = vec![0u8; counts.len()];
+    for id in ids {
+        let t = load
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, l)| *l)
+            .map_or(0, |(t, _)| t);
+        if let (Some(o), Some(l)) = (owner.get_mut(id), load.get_mut(t)) {
+            *o = u8::try_from(t).unwrap_or(0);
+            *l += counts.get(id).copied().unwrap_or(0);
+        }
+    }
+    owner
+}
+
+/// Replays one recorded insert (rule `handle`, record `r`) on subtable `st`, whose twin in the
+/// copy the insert was first applied to is `src`; true if the rule was added.
+#[inline]
+fn replay_one(st: &mut Subtable, src: &Subtable, handle: u32, r: &RuleRecord) -> bool {
+    let slot = Slot {
+        prio: r.priority,
+        handle,
+        action: r.action,
+    };
+    let placed = r.bucket != JOINED && st.place_from(src, r.entry, r.bucket, slot);
+    // The copies share one layout, so a fresh insert always replays in place.
+    debug_assert!(placed || r.bucket == JOINED, "copies' layouts differ");
+    placed || st.insert_from(src, r.entry, slot).is_ok()
+}
+
+/// One thread's part of [`Classifier::replay_parallel`]: the run's records whose subtable is
+/// in `share`, in order, a group at a time with the group's bucket reads started first.
+/// Returns the rules added.
+fn replay_share(
+    share: &mut [Option<&mut Subtable>],
+    published: &Classifier,
+    run: &[Option<RuleRecord>],
+    first: u32,
+) -> usize {
+    let mut done = 0;
+    let mut sink = 0u64;
+    let mut group: [(u32, usize); GROUP] = [(0, 0); GROUP];
+    let mut pending = 0;
+    let src = |r: &RuleRecord| published.subtables.get(r.mask_id as usize)?.as_ref();
+    let mut flush = |group: &[(u32, usize)], share: &mut [Option<&mut Subtable>]| {
+        for &(h, k) in group {
+            if let Some(Some(r)) = run.get(k) {
+                if let (Some(Some(st)), Some(from)) = (share.get_mut(r.mask_id as usize), src(r)) {
+                    done += usize::from(replay_one(st, from, h, r));
+                }
+            }
+        }
+    };
+    for (k, (h, r)) in (first..).zip(run).enumerate() {
+        let Some(r) = r else { continue };
+        let (Some(Some(st)), Some(from)) = (share.get(r.mask_id as usize), src(r)) else {
+            continue;
+        };
+        sink ^= if r.bucket == JOINED {
+            st.touch_from(from, r.entry)
+        } else {
+            st.touch_pos(r.bucket)
+        };
+        if let Some(g) = group.get_mut(pending) {
+            *g = (h, k);
+        }
+        pending += 1;
+        if pending == GROUP {
+            flush(&group, share);
+            pending = 0;
+        }
+    }
+    flush(group.get(..pending).unwrap_or(&[]), share);
+    core::hint::black_box(sink);
+    done
+}
+
+/// One thread's part of [`Classifier::insert_parallel`]: the batch's rules whose subtable is in
+/// `share`, in order, a group at a time with the group's bucket reads started first (as
+/// `FlowTable::insert_batch` does).
+fn insert_share<'k, F>(
+    share: &mut [Option<&mut Subtable>],
+    n: usize,
+    get: &F,
+    out: &mut Vec<Result<(u32, u32), u32>>,
+) where
+    F: Fn(usize) -> Option<(u32, &'k FlowKey, Slot)>,
+{
+    out.clear();
+    let mut group = [0usize; GROUP];
+    let mut pending = 0;
+    let mut sink = 0u64;
+    let mut flush = |group: &[usize], share: &mut [Option<&mut Subtable>]| {
+        for &i in group {
+            if let Some((id, key, slot)) = get(i) {
+                if let Some(Some(st)) = share.get_mut(id as usize) {
+                    out.push(st.insert(key, slot));
+                }
+            }
+        }
+    };
+    for i in 0..n {
+        let Some((id, key, _)) = get(i) else { continue };
+        let Some(Some(st)) = share.get(id as usize) else {
+            continue;
+        };
+        sink ^= st.touch(key);
+        if let Some(g) = group.get_mut(pending) {
+            *g = i;
+        }
+        pending += 1;
+        if pending == GROUP {
+            flush(&group, share);
+            pending = 0;
+        }
+    }
+    flush(group.get(..pending).unwrap_or(&[]), share);
+    core::hint::black_box(sink);
 }
 
 /// The key word that holds the L4 ports (and tunnel id): hashed last, after the stage check.
@@ -1167,6 +1316,10 @@ impl Subtable {
         })
     }
 
+    fn rehandle(&mut self, entry: u32, prio: u32, old: u32, new: u32) -> bool {
+        with_tbl!(&mut self.tbl, t, N => t.rehandle(entry, prio, old, new))
+    }
+
     fn reserve(&mut self, additional: usize) {
         with_tbl!(&mut self.tbl, t, N => {
             t.grow_for(t.entries.len().saturating_add(additional));
@@ -1211,6 +1364,8 @@ pub(crate) enum Op {
     ActionList { id: u32, list: Option<Actions> },
     /// Marks the end of a batch with its sequence number.
     Generation(u64),
+    /// Sets the threads a replayed insert run may use.
+    InsertThreads(usize),
 }
 
 impl Op {
@@ -1277,6 +1432,8 @@ pub struct Classifier {
     rules: usize,
     generation: u64,
     dirty: bool,
+    /// Threads a big replayed insert run may use (`TableConfig::insert_threads`; 0 and 1: one).
+    insert_threads: usize,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -1569,6 +1726,133 @@ impl Classifier {
         Ok(placed)
     }
 
+    /// Inserts the rules `0..n` of a batch on `threads` threads, each owning whole subtables
+    /// (`owner[id]`, a thread index; missing ids belong to thread 0). `get(i)` gives rule `i`'s
+    /// subtable, key and slot (`None`: not inserted). Every thread takes its rules in batch
+    /// order, so each subtable sees exactly the inserts, in the order, that
+    /// [`Classifier::insert`] called rule by rule would give it: the same layout and the same
+    /// results. Thread `t`'s results, in batch order, go to `out[t]` (cleared first).
+    pub(crate) fn insert_parallel<'k, F>(
+        &mut self,
+        n: usize,
+        owner: &[u8],
+        get: F,
+        out: &mut [Vec<Result<(u32, u32), u32>>],
+    ) where
+        F: Fn(usize) -> Option<(u32, &'k FlowKey, Slot)> + Sync,
+    {
+        let before = self.maxima();
+        let mut shares = self.shares(owner, out.len());
+        let get = &get;
+        std::thread::scope(|scope| {
+            let mut jobs = shares.iter_mut().zip(out.iter_mut());
+            let first = jobs.next();
+            for (share, o) in jobs {
+                scope.spawn(move || insert_share(share, n, get, o));
+            }
+            if let Some((share, o)) = first {
+                insert_share(share, n, get, o);
+            }
+        });
+        drop(shares);
+        let inserted: usize = out
+            .iter()
+            .map(|o| o.iter().filter(|r| r.is_ok()).count())
+            .sum();
+        self.rules += inserted;
+        self.mark_changed(&before);
+    }
+
+    /// The threads a replayed insert run may use.
+    pub(crate) fn insert_threads(&self) -> usize {
+        self.insert_threads
+    }
+
+    /// Replays the insert run `run` (records of handles `first ..`) on `threads` threads, each
+    /// owning whole subtables and replaying their records in order (as
+    /// [`Classifier::insert_parallel`]), reading keys from `published`.
+    fn replay_parallel(
+        &mut self,
+        published: &Classifier,
+        run: &[Option<RuleRecord>],
+        first: u32,
+        threads: usize,
+    ) {
+        let mut counts = vec![0usize; self.subtables.len()];
+        for r in run.iter().flatten() {
+            if let Some(c) = counts.get_mut(r.mask_id as usize) {
+                *c += 1;
+            }
+        }
+        let owner = balance(&counts, threads);
+        let before = self.maxima();
+        let mut shares = self.shares(&owner, threads);
+        let done: usize = std::thread::scope(|scope| {
+            let mut jobs = shares.iter_mut();
+            let first_share = jobs.next();
+            let helpers: Vec<_> = jobs
+                .map(|share| scope.spawn(move || replay_share(share, published, run, first)))
+                .collect();
+            let mine = first_share.map_or(0, |share| replay_share(share, published, run, first));
+            mine + helpers
+                .into_iter()
+                .map(|h| h.join().unwrap_or(0))
+                .sum::<usize>()
+        });
+        drop(shares);
+        self.rules += done;
+        self.mark_changed(&before);
+    }
+
+    /// Every subtable's best priority and whether it is empty (see
+    /// [`Classifier::mark_changed`]).
+    fn maxima(&self) -> Vec<(u32, bool)> {
+        self.subtables
+            .iter()
+            .map(|s| {
+                s.as_ref()
+                    .map_or((0, true), |s| (s.max_prio(), s.rules() == 0))
+            })
+            .collect()
+    }
+
+    /// Marks the order dirty if a subtable's maximum moved or an empty one got rules since
+    /// `before` ([`Classifier::maxima`]).
+    fn mark_changed(&mut self, before: &[(u32, bool)]) {
+        for (st, &(max, was_empty)) in self.subtables.iter().zip(before) {
+            if let Some(st) = st {
+                if (was_empty && st.rules() > 0) || st.max_prio() != max {
+                    self.dirty = true;
+                }
+            }
+        }
+    }
+
+    /// The subtables split into `threads` shares by `owner` (a thread index per id; missing
+    /// ids go to thread 0): share `t` has `Some` exactly at the ids thread `t` owns.
+    fn shares(&mut self, owner: &[u8], threads: usize) -> Vec<Vec<Option<&mut Subtable>>> {
+        let mut shares: Vec<Vec<Option<&mut Subtable>>> = (0..threads)
+            .map(|_| Vec::with_capacity(self.subtables.len()))
+            .collect();
+        for (id, st) in self.subtables.iter_mut().enumerate() {
+            let mine = usize::from(owner.get(id).copied().unwrap_or(0));
+            let mut st = st.as_mut();
+            for (t, share) in shares.iter_mut().enumerate() {
+                share.push(if t == mine { st.take() } else { None });
+            }
+        }
+        shares
+    }
+
+    /// Gives rule `old` (priority `prio`) at entry `entry` of subtable `id` handle `new` (see
+    /// [`Classifier::insert_parallel`]); false if there is no such rule.
+    pub(crate) fn rehandle(&mut self, id: u32, entry: u32, prio: u32, old: u32, new: u32) -> bool {
+        match self.subtables.get_mut(id as usize) {
+            Some(Some(st)) => st.rehandle(entry, prio, old, new),
+            _ => false,
+        }
+    }
+
     /// Reads the bucket an insert of `key` into subtable `id` will start at, so that a group of
     /// inserts can have their (cache-missing) bucket reads in flight together: safe Rust has no
     /// prefetch, so the value is returned for the caller to fold into a
@@ -1593,16 +1877,7 @@ impl Classifier {
         };
         let before = st.max_prio();
         let was_empty = st.rules() == 0;
-        let slot = Slot {
-            prio: r.priority,
-            handle,
-            action: r.action,
-        };
-        let placed = r.bucket != JOINED && st.place_from(src, r.entry, r.bucket, slot);
-        // The copies share one layout, so a fresh insert always replays in place.
-        debug_assert!(placed || r.bucket == JOINED, "copies' layouts differ");
-        let done = placed || st.insert_from(src, r.entry, slot).is_ok();
-        if done {
+        if replay_one(st, src, handle, r) {
             self.rules += 1;
             if was_empty || st.max_prio() != before {
                 self.dirty = true;
@@ -1677,6 +1952,7 @@ impl Classifier {
                 }
             }
             Op::Generation(g) => self.generation = *g,
+            Op::InsertThreads(n) => self.insert_threads = *n,
         }
     }
 
@@ -1738,6 +2014,9 @@ impl Absorb<Op> for Classifier {
                 let start = *first as usize;
                 let end = start.saturating_add(*count as usize);
                 let run = records.get(start..end).unwrap_or(&[]);
+                if self.insert_threads > 1 && run.len() >= crate::table::PARALLEL_MIN_BATCH {
+                    return self.replay_parallel(published, run, *first, self.insert_threads);
+                }
                 let mut sink = 0u64;
                 for (group, h0) in run.chunks(GROUP).zip((*first..).step_by(GROUP)) {
                     // Start every bucket read of the group, then insert.

@@ -24,6 +24,8 @@ pub struct BenchOpts {
     pub batch: usize,
     /// Lookup threads.
     pub threads: usize,
+    /// Insert threads ([`TableConfig::insert_threads`]).
+    pub insert_threads: usize,
     /// Lookups per thread.
     pub lookups: usize,
     /// Distinct packets (flows) in the lookup mix.
@@ -39,6 +41,7 @@ impl Default for BenchOpts {
             masks: 16,
             batch: 65_536,
             threads: 1,
+            insert_threads: 1,
             lookups: 5_000_000,
             flows: 65_536,
             seed: 1,
@@ -57,6 +60,8 @@ pub struct BenchReport {
     pub batch: usize,
     /// Lookup threads.
     pub threads: usize,
+    /// Insert threads.
+    pub insert_threads: usize,
     /// Seconds spent in `insert_batch` (rule generation excluded).
     pub insert_secs: f64,
     /// Rules per second.
@@ -89,6 +94,7 @@ impl BenchReport {
             "masks": self.masks,
             "batch": self.batch,
             "threads": self.threads,
+            "insert_threads": self.insert_threads,
             "insert_secs": self.insert_secs,
             "insert_rules_per_sec": self.insert_rules_per_sec,
             "lookups": self.lookups,
@@ -108,8 +114,8 @@ impl core::fmt::Display for BenchReport {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         writeln!(
             f,
-            "rules {} masks {} batch {} threads {}",
-            self.rules, self.masks, self.batch, self.threads
+            "rules {} masks {} batch {} threads {} insert threads {}",
+            self.rules, self.masks, self.batch, self.threads, self.insert_threads
         )?;
         writeln!(
             f,
@@ -237,6 +243,7 @@ pub fn bench_flows(opts: BenchOpts) -> BenchReport {
     let mut table = FlowTable::new(TableConfig {
         max_rules: opts.rules.max(1),
         max_bytes: usize::MAX,
+        insert_threads: opts.insert_threads.max(1),
     });
     let batch = opts.batch.max(1);
     let rss0 = rss_bytes();
@@ -280,6 +287,7 @@ pub fn bench_flows(opts: BenchOpts) -> BenchReport {
         masks: table.masks(),
         batch,
         threads,
+        insert_threads: opts.insert_threads.max(1),
         insert_secs: spent,
         insert_rules_per_sec: if spent > 0.0 {
             opts.rules as f64 / spent

@@ -53,5 +53,5 @@ pub use action::{Action, Actions, Encap, TunnelKind};
 pub use classifier::{ExactCache, HitRef};
 pub use key::{Field, FlowKey, Mask};
 pub use rule::{BatchMode, Handle, Match, Rule, RuleError, RuleRef};
-pub use table::{FlowTable, Idr, Reader, Snapshot, TableConfig};
+pub use table::{FlowTable, Idr, Reader, Snapshot, TableConfig, PARALLEL_MIN_BATCH};
 pub use text::{parse_rule, ParseError, PortNames, RuleText};

@@ -14,7 +14,7 @@ use hashbrown::{HashMap, HashSet};
 
 use crate::action::Actions;
 use crate::classifier::{
-    Classifier, ExactCache, HitRef, Op, RuleRecord, Slot, GROUP, RULE_BYTES_PER_COPY,
+    balance, Classifier, ExactCache, HitRef, Op, RuleRecord, Slot, GROUP, RULE_BYTES_PER_COPY,
 };
 use crate::key::{FlowKey, Mask};
 use crate::publish::{Guard, ReadHandle, Writer};
@@ -27,6 +27,11 @@ pub struct TableConfig {
     pub max_rules: usize,
     /// Most bytes the table may use, by the estimate of [`FlowTable::bytes_per_rule`].
     pub max_bytes: usize,
+    /// Threads [`FlowTable::insert_batch`] may use for a big batch (at least
+    /// [`PARALLEL_MIN_BATCH`] rules, all within the quotas): each takes whole subtables, so the
+    /// result (handles, errors, layout) is exactly that of inserting in order. 1 (the default):
+    /// the caller's thread only.
+    pub insert_threads: usize,
 }
 
 impl Default for TableConfig {
@@ -34,9 +39,14 @@ impl Default for TableConfig {
         TableConfig {
             max_rules: 16 << 20,
             max_bytes: usize::MAX,
+            insert_threads: 1,
         }
     }
 }
+
+/// The smallest batch [`FlowTable::insert_batch`] splits over [`TableConfig::insert_threads`]
+/// threads (below it, starting a thread costs more than it saves).
+pub const PARALLEL_MIN_BATCH: usize = 16_384;
 
 /// An IDR-like handle allocator: small integers, the most recently freed reused first (LIFO),
 /// O(1) both ways.
@@ -392,6 +402,9 @@ pub struct FlowTable {
 #[derive(Debug, Default)]
 struct Scratch {
     preps: Vec<Prep>,
+    /// Parallel inserts: each rule's provisional handle, and each thread's results.
+    provisional: Vec<u32>,
+    results: Vec<Vec<Result<(u32, u32), u32>>>,
 }
 
 struct WriterState {
@@ -546,6 +559,12 @@ impl FlowTable {
         let mut ops = self.lr.take_log_buffer();
         let cls = self.lr.standby_mut(&self.w.store);
         let w = &mut self.w;
+        if cls.insert_threads().max(1) != w.config.insert_threads.max(1) {
+            // (Logged, so the other copy replays big runs with as many threads.)
+            let op = Op::InsertThreads(w.config.insert_threads);
+            cls.apply(&op);
+            ops.push(op);
+        }
         let (preps, fresh, counts) = w.prepare(cls, &mut ops, &rules);
         if mode == BatchMode::AllOrNothing {
             // Validate first: a failing batch must leave the standby copy exactly as it was
@@ -585,6 +604,18 @@ impl FlowTable {
         }
         // New handles extend the records: grow them once for the whole batch.
         w.store.reserve(n.saturating_sub(w.handles.free.len()));
+        let threads = w
+            .config
+            .insert_threads
+            .min(counts.iter().filter(|&&c| c > 0).count());
+        if threads > 1 && n >= PARALLEL_MIN_BATCH && w.fits(n) {
+            let out = w.insert_parallel(cls, &mut ops, &preps, &rules, &counts, threads);
+            w.drop_unused(cls, &mut ops, &fresh);
+            w.scratch.preps = preps;
+            drop(rules);
+            self.finish(ops);
+            return out;
+        }
         let mut out: Vec<Result<Handle, RuleError>> = Vec::with_capacity(n);
         let mut sink = 0u64;
         for (pg, rg) in preps.chunks(GROUP).zip(rules.chunks(GROUP)) {
@@ -770,14 +801,24 @@ impl WriterState {
                 });
             }
         };
-        self.masks.incref(p.mask_id);
-        let record = RuleRecord {
-            mask_id: p.mask_id,
-            priority: prio,
-            entry,
-            bucket,
-            action: p.action,
-        };
+        self.record(
+            ops,
+            h,
+            RuleRecord {
+                mask_id: p.mask_id,
+                priority: prio,
+                entry,
+                bucket,
+                action: p.action,
+            },
+        );
+        Ok(Handle(h))
+    }
+
+    /// Records inserted rule `h`.
+    #[inline]
+    fn record(&mut self, ops: &mut Vec<Op>, h: u32, record: RuleRecord) {
+        self.masks.incref(record.mask_id);
         let i = h as usize;
         if i == self.store.len() {
             self.store.push(Some(record));
@@ -791,7 +832,115 @@ impl WriterState {
         }
         self.rules += 1;
         Op::push_insert(ops, h);
-        Ok(Handle(h))
+    }
+
+    /// Whether `n` more rules fit the quotas (so no insert of a batch of `n` can fail for them).
+    fn fits(&self, n: usize) -> bool {
+        let total = self.rules.saturating_add(n);
+        total <= self.config.max_rules
+            && total.saturating_mul(BYTES_PER_RULE) <= self.config.max_bytes
+    }
+
+    /// [`FlowTable::insert_batch`] on `threads` threads (see [`TableConfig::insert_threads`]);
+    /// the batch fits the quotas. Every valid rule is inserted with the handle it gets if no
+    /// rule before it fails (provisional); then, in batch order, the real handles are
+    /// allocated and recorded: they equal the provisional ones up to the first failure (a
+    /// duplicate), and the rules after it are given their real ones in place.
+    fn insert_parallel(
+        &mut self,
+        cls: &mut Classifier,
+        ops: &mut Vec<Op>,
+        preps: &[Prep],
+        rules: &[Rule],
+        counts: &[usize],
+        threads: usize,
+    ) -> Vec<Result<Handle, RuleError>> {
+        let mut provisional = core::mem::take(&mut self.scratch.provisional);
+        provisional.clear();
+        provisional.reserve(rules.len());
+        let mut valid = 0;
+        for p in preps {
+            if p.mask_id == INVALID {
+                provisional.push(u32::MAX);
+            } else {
+                provisional.push(self.handles.nth_next(valid));
+                valid += 1;
+            }
+        }
+        let owner = balance(counts, threads);
+        let mut results = core::mem::take(&mut self.scratch.results);
+        results.resize_with(threads, Vec::new);
+        results.truncate(threads);
+        cls.insert_parallel(
+            rules.len(),
+            &owner,
+            |i| {
+                let p = preps.get(i)?;
+                if p.mask_id == INVALID {
+                    return None;
+                }
+                let r = rules.get(i)?;
+                let slot = Slot {
+                    prio: r.priority,
+                    handle: *provisional.get(i)?,
+                    action: p.action,
+                };
+                Some((p.mask_id, &r.matcher.key, slot))
+            },
+            &mut results,
+        );
+        let mut cursor = vec![0usize; threads];
+        // Provisional handles that a failure before them moved, to their real ones.
+        let mut moved: FoldMap<u32, u32> = FoldMap::default();
+        let mut out = Vec::with_capacity(rules.len());
+        for ((p, r), &pv) in preps.iter().zip(rules).zip(&provisional) {
+            if p.mask_id == INVALID {
+                out.push(Err(RuleError::InvalidMask));
+                continue;
+            }
+            let t = usize::from(owner.get(p.mask_id as usize).copied().unwrap_or(0));
+            let res = match (results.get(t), cursor.get_mut(t)) {
+                (Some(rs), Some(c)) => {
+                    *c += 1;
+                    rs.get(*c - 1).copied().unwrap_or(Err(u32::MAX))
+                }
+                _ => Err(u32::MAX),
+            };
+            match res {
+                Ok((entry, bucket)) => {
+                    let h = self.handles.alloc();
+                    if h != pv {
+                        let done = cls.rehandle(p.mask_id, entry, r.priority, pv, h);
+                        debug_assert!(done, "provisional handle not found");
+                        moved.insert(pv, h);
+                    }
+                    self.record(
+                        ops,
+                        h,
+                        RuleRecord {
+                            mask_id: p.mask_id,
+                            priority: r.priority,
+                            entry,
+                            bucket,
+                            action: p.action,
+                        },
+                    );
+                    out.push(Ok(Handle(h)));
+                }
+                Err(existing) => {
+                    if p.action != INVALID {
+                        self.actions.release(p.action, cls, ops);
+                    }
+                    let existing = moved.get(&existing).copied().unwrap_or(existing);
+                    out.push(Err(RuleError::Duplicate {
+                        existing: Handle(existing),
+                    }));
+                }
+            }
+        }
+        self.scratch.provisional = provisional;
+        self.scratch.results = results;
+        out
     }
 
     /// Reads a batch once, in order: interns masks (creating subtables) and action lists, and

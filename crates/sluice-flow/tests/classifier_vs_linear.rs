@@ -116,7 +116,7 @@ proptest! {
         steps in prop::collection::vec(arb_step(), 1..12),
         packets in prop::collection::vec(arb_packet(), 32),
     ) {
-        let mut t = FlowTable::new(TableConfig { max_rules: 120, max_bytes: usize::MAX });
+        let mut t = FlowTable::new(TableConfig { max_rules: 120, max_bytes: usize::MAX , ..TableConfig::default()});
         let reader = t.reader();
         let mut model = Model::default();
         // One cache for the whole run: every publish must invalidate it.

@@ -69,7 +69,9 @@ pub enum BenchCmd {
         /// Distinct masks the rules use (1..=64).
         #[arg(long, default_value_t = 16)]
         masks: usize,
-        /// Lookup threads.
+        /// Threads: lookups run on this many threads, and insert batches of at least 16 384
+        /// rules are split over this many (each thread takes whole subtables; the results are
+        /// those of inserting in order).
         #[arg(long, default_value_t = 1)]
         threads: usize,
         /// Rules per insert batch.
@@ -190,6 +192,7 @@ pub fn run_bench(cmd: BenchCmd) -> Result<()> {
                 rules,
                 masks,
                 threads,
+                insert_threads: threads,
                 batch,
                 lookups,
                 ..BenchOpts::default()

@@ -836,11 +836,12 @@ struct SimpleFlow {
     next_seq: u32,
     /// FIN and PSH of the segments joined (ORed into the header, as Linux does).
     flags_or: u8,
-    /// As [`Held::fixed_sum`] (but not folded), [`Held::payload_sum`], [`Held::deferred_n`]
-    /// and [`Held::deferred_acc`].
+    /// As [`Held::fixed_sum`] (but not folded), [`Held::payload_sum`] and
+    /// [`Held::deferred_acc`]; the segments summed at once (odd payload offsets) are counted
+    /// instead of the deferred ones (the rest of `count`).
     fixed_sum: u64,
     payload_sum: u16,
-    deferred_n: u64,
+    odd_n: u64,
     deferred_acc: u64,
     /// The deferred segments' data offset/flags/window and checksum/urgent pointer words,
     /// summed as loaded (little-endian): the folded sum is the byte-swapped sum of the
@@ -864,8 +865,9 @@ impl SimpleFlow {
     /// The payload sum with the deferred segments folded in (as [`Held::payload_sum_total`]).
     fn payload_sum_total(&self) -> u16 {
         // (`fixed_sum` is below 2^40 and `deferred_n` at most 64: no overflow.)
-        let pending = self
-            .deferred_n
+        // Every segment not summed at an odd offset was deferred, the first included.
+        let deferred_n = u64::from(self.count) - self.odd_n;
+        let pending = deferred_n
             .wrapping_mul(self.fixed_sum)
             .wrapping_add(self.deferred_acc)
             .wrapping_add(u64::from(fold64(self.deferred_le).swap_bytes()));
@@ -1350,7 +1352,6 @@ impl GroEngine {
                 f.fixed_sum = fixed_tcp_acc_at(first, ETH_HLEN, v6, l4, payload)?;
                 // The first segment's payload sum is deferred like the others' (its payload
                 // starts the packet, at an even offset).
-                f.deferred_n = 1;
                 f.deferred_acc = (f.end - l4) as u64 + u64::from(be32_in(ft, 4));
                 f.deferred_le = u64::from(le32_in(ft, 12)) + u64::from(le32_in(ft, 16));
                 if payload <= 64 {
@@ -1365,12 +1366,12 @@ impl GroEngine {
             if (f.len - payload).is_multiple_of(2) {
                 // Deferred, as in `fast_append`: no fold per segment.
                 // (The sequence number is `next_seq`, checked above.)
-                f.deferred_n += 1;
                 f.deferred_acc += (end - l4) as u64 + u64::from(f.next_seq);
                 f.deferred_le += u64::from(le32_in(t, 12)) + u64::from(le32_in(t, 16));
             } else {
                 let sum = !fold64(f.fixed_sum + (end - l4) as u64 + varying_words(t));
                 f.payload_sum = combine(f.payload_sum, sum.swap_bytes());
+                f.odd_n += 1;
             }
             // Link k is this frame's; the flow's last link is an earlier frame's.
             *st.links.get_mut(k % SIMPLE_MAX)? = Link {
@@ -1460,7 +1461,7 @@ impl GroEngine {
             flags_or: 0,
             fixed_sum: 0,
             payload_sum: 0,
-            deferred_n: 0,
+            odd_n: 0,
             deferred_acc: 0,
             deferred_le: 0,
             done: false,

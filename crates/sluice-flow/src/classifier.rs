@@ -574,56 +574,74 @@ fn replay_one(st: &mut Subtable, src: &Subtable, handle: u32, r: &RuleRecord) ->
     placed || st.insert_from(src, r.entry, slot).is_ok()
 }
 
+/// Runs `apply` on the items of `items` that `touch` claims (`Some`: the item's bucket read,
+/// folded into a sink), in order, a group of [`GROUP`] at a time: the group's bucket reads are
+/// all started before any of its items is applied (they miss the cache in big tables).
+fn grouped<S: ?Sized, T: Copy + Default>(
+    s: &mut S,
+    items: impl Iterator<Item = T>,
+    touch: impl Fn(&S, T) -> Option<u64>,
+    mut apply: impl FnMut(&mut S, T),
+) {
+    let mut group = [T::default(); GROUP];
+    let mut pending = 0;
+    let mut sink = 0u64;
+    for x in items {
+        let Some(v) = touch(s, x) else { continue };
+        sink ^= v;
+        if let Some(g) = group.get_mut(pending) {
+            *g = x;
+        }
+        pending += 1;
+        if pending == GROUP {
+            for &g in &group {
+                apply(s, g);
+            }
+            pending = 0;
+        }
+    }
+    for &g in group.get(..pending).unwrap_or(&[]) {
+        apply(s, g);
+    }
+    core::hint::black_box(sink);
+}
+
 /// One thread's part of [`Classifier::replay_parallel`]: the run's records whose subtable is
-/// in `share`, in order, a group at a time with the group's bucket reads started first.
-/// Returns the rules added.
+/// in `share`, in order ([`grouped`]). Returns the rules added.
 fn replay_share(
     share: &mut [Option<&mut Subtable>],
     published: &Classifier,
     run: &[Option<RuleRecord>],
     first: u32,
 ) -> usize {
-    let mut done = 0;
-    let mut sink = 0u64;
-    let mut group: [(u32, usize); GROUP] = [(0, 0); GROUP];
-    let mut pending = 0;
     let src = |r: &RuleRecord| published.subtables.get(r.mask_id as usize)?.as_ref();
-    let mut flush = |group: &[(u32, usize)], share: &mut [Option<&mut Subtable>]| {
-        for &(h, k) in group {
+    let mut done = 0;
+    grouped(
+        share,
+        (first..).zip(0..run.len()),
+        |share, (_, k)| {
+            let r = run.get(k)?.as_ref()?;
+            let st = share.get(r.mask_id as usize)?.as_ref()?;
+            let from = src(r)?;
+            Some(if r.bucket == JOINED {
+                st.touch_from(from, r.entry)
+            } else {
+                st.touch_pos(r.bucket)
+            })
+        },
+        |share, (h, k)| {
             if let Some(Some(r)) = run.get(k) {
                 if let (Some(Some(st)), Some(from)) = (share.get_mut(r.mask_id as usize), src(r)) {
                     done += usize::from(replay_one(st, from, h, r));
                 }
             }
-        }
-    };
-    for (k, (h, r)) in (first..).zip(run).enumerate() {
-        let Some(r) = r else { continue };
-        let (Some(Some(st)), Some(from)) = (share.get(r.mask_id as usize), src(r)) else {
-            continue;
-        };
-        sink ^= if r.bucket == JOINED {
-            st.touch_from(from, r.entry)
-        } else {
-            st.touch_pos(r.bucket)
-        };
-        if let Some(g) = group.get_mut(pending) {
-            *g = (h, k);
-        }
-        pending += 1;
-        if pending == GROUP {
-            flush(&group, share);
-            pending = 0;
-        }
-    }
-    flush(group.get(..pending).unwrap_or(&[]), share);
-    core::hint::black_box(sink);
+        },
+    );
     done
 }
 
 /// One thread's part of [`Classifier::insert_parallel`]: the batch's rules whose subtable is in
-/// `share`, in order, a group at a time with the group's bucket reads started first (as
-/// `FlowTable::insert_batch` does).
+/// `share`, in order ([`grouped`], as `FlowTable::insert_batch` does).
 fn insert_share<'k, F>(
     share: &mut [Option<&mut Subtable>],
     n: usize,
@@ -633,35 +651,21 @@ fn insert_share<'k, F>(
     F: Fn(usize) -> Option<(u32, &'k FlowKey, Slot)>,
 {
     out.clear();
-    let mut group = [0usize; GROUP];
-    let mut pending = 0;
-    let mut sink = 0u64;
-    let mut flush = |group: &[usize], share: &mut [Option<&mut Subtable>]| {
-        for &i in group {
+    grouped(
+        share,
+        0..n,
+        |share, i| {
+            let (id, key, _) = get(i)?;
+            Some(share.get(id as usize)?.as_ref()?.touch(key))
+        },
+        |share, i| {
             if let Some((id, key, slot)) = get(i) {
                 if let Some(Some(st)) = share.get_mut(id as usize) {
                     out.push(st.insert(key, slot));
                 }
             }
-        }
-    };
-    for i in 0..n {
-        let Some((id, key, _)) = get(i) else { continue };
-        let Some(Some(st)) = share.get(id as usize) else {
-            continue;
-        };
-        sink ^= st.touch(key);
-        if let Some(g) = group.get_mut(pending) {
-            *g = i;
-        }
-        pending += 1;
-        if pending == GROUP {
-            flush(&group, share);
-            pending = 0;
-        }
-    }
-    flush(group.get(..pending).unwrap_or(&[]), share);
-    core::hint::black_box(sink);
+        },
+    );
 }
 
 /// The key word that holds the L4 ports (and tunnel id): hashed last, after the stage check.

@@ -3694,14 +3694,7 @@ fn finish_plain_header(
     } else {
         let ip: &mut [u8; 20] = buf.get_mut(ETH_HLEN..ETH_HLEN + 20)?.try_into().ok()?;
         let addrs = words_sum(&ip[12..20]);
-        let total = u16::try_from(len.checked_sub(ETH_HLEN)?).ok()?;
-        let acc = words_sum(ip)
-            + u64::from(!u16::from_be_bytes([ip[2], ip[3]]))
-            + u64::from(!u16::from_be_bytes([ip[10], ip[11]]))
-            + u64::from(total);
-        let c = !fold64(acc);
-        ip[2..4].copy_from_slice(&total.to_be_bytes());
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        set_ipv4_total(ip, u16::try_from(len.checked_sub(ETH_HLEN)?).ok()?);
         addrs
     };
     let pseudo = fold64(addrs + u64::from(ip_proto::TCP) + l4_len as u64);
@@ -3712,10 +3705,23 @@ fn finish_plain_header(
     put16(buf, l4 + 16, c)
 }
 
+/// Sets an option-less IPv4 header's total length and recomputes its checksum (summing the
+/// header with the old length and checksum taken out, before either is written: see `finalize`).
+#[inline(always)]
+fn set_ipv4_total(ip: &mut [u8; 20], total: u16) {
+    let acc = words_sum(ip)
+        + u64::from(!u16::from_be_bytes([ip[2], ip[3]]))
+        + u64::from(!u16::from_be_bytes([ip[10], ip[11]]))
+        + u64::from(total);
+    let c = !fold64(acc);
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+}
+
 /// [`finish_plain_header`] for a header copy in a fixed-size array of simple-lane flow `f`
-/// (flags ORed in here), whose [`Held::fixed_sum`] is known: the TCP checksum from it and the words that vary (sequence
-/// number, data offset/flags/window with the flags ORed in, urgent pointer) instead of summing
-/// the pseudo-header and the TCP header again.
+/// (flags ORed in here), whose [`Held::fixed_sum`] is known: the TCP checksum from it and the
+/// words that vary (sequence number, data offset/flags/window with the flags ORed in, urgent
+/// pointer) instead of summing the pseudo-header and the TCP header again.
 #[inline(always)]
 fn finish_simple_header<const N: usize>(
     h: &mut [u8; N],
@@ -3731,14 +3737,7 @@ fn finish_simple_header<const N: usize>(
         h.get_mut(18..20)?.copy_from_slice(&plen.to_be_bytes());
     } else {
         let ip: &mut [u8; 20] = h.get_mut(ETH_HLEN..ETH_HLEN + 20)?.try_into().ok()?;
-        let total = u16::try_from(len.checked_sub(ETH_HLEN)?).ok()?;
-        let acc = words_sum(ip)
-            + u64::from(!u16::from_be_bytes([ip[2], ip[3]]))
-            + u64::from(!u16::from_be_bytes([ip[10], ip[11]]))
-            + u64::from(total);
-        let c = !fold64(acc);
-        ip[2..4].copy_from_slice(&total.to_be_bytes());
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        set_ipv4_total(ip, u16::try_from(len.checked_sub(ETH_HLEN)?).ok()?);
     }
     let t: &[u8; 20] = h.get(l4..l4 + 20)?.try_into().ok()?;
     let acc = f.fixed_sum

@@ -387,6 +387,18 @@ fn burst_equals_copying(
 /// The simple lane is really taken for a burst of plain in-order segments (4 flows × 8, one of
 /// them ending on PSH and a short segment) and really given up when one frame is not such a
 /// segment (a UDP datagram in the middle); both give exactly the copying mode's packets.
+/// Fresh metadata of each frame with its checksums verified by the device.
+fn device_verified(frames: &[Vec<u8>]) -> Vec<OffloadMeta> {
+    frames
+        .iter()
+        .map(|f| {
+            let mut m = OffloadMeta::from_layout(&sluice_wire::parse(f).unwrap());
+            m.rx_checksum_unnecessary(false);
+            m
+        })
+        .collect()
+}
+
 #[test]
 fn the_simple_lane_takes_plain_bursts_and_gives_up_on_others() {
     let build = |udp_at: Option<usize>| {
@@ -408,14 +420,7 @@ fn the_simple_lane_takes_plain_bursts_and_gives_up_on_others() {
                 }
             }
         }
-        let metas: Vec<OffloadMeta> = frames
-            .iter()
-            .map(|f| {
-                let mut m = OffloadMeta::from_layout(&sluice_wire::parse(f).unwrap());
-                m.rx_checksum_unnecessary(false);
-                m
-            })
-            .collect();
+        let metas = device_verified(&frames);
         (frames, metas)
     };
     for (udp_at, simple) in [(None, 1), (Some(13), 0)] {
@@ -461,14 +466,7 @@ fn the_simple_lane_keeps_the_id_rule() {
                 s.build()
             })
             .collect();
-        let metas: Vec<OffloadMeta> = frames
-            .iter()
-            .map(|f| {
-                let mut m = OffloadMeta::from_layout(&sluice_wire::parse(f).unwrap());
-                m.rx_checksum_unnecessary(false);
-                m
-            })
-            .collect();
+        let metas = device_verified(&frames);
         burst_equals_copying(&frames, &metas, GroConfig::default())
             .unwrap_or_else(|e| panic!("IDs {ids:?}: {e}"));
     }

@@ -1748,16 +1748,30 @@ impl Classifier {
         let before = self.maxima();
         let mut shares = self.shares(owner, out.len());
         let get = &get;
-        std::thread::scope(|scope| {
-            let mut jobs = shares.iter_mut().zip(out.iter_mut());
+        let unstarted = std::thread::scope(|scope| {
+            let mut unstarted = Vec::new();
+            let mut jobs = shares.iter_mut().zip(out.iter_mut()).enumerate();
             let first = jobs.next();
-            for (share, o) in jobs {
-                scope.spawn(move || insert_share(share, n, get, o));
+            for (t, (share, o)) in jobs {
+                let job = move || insert_share(share, n, get, o);
+                if std::thread::Builder::new()
+                    .spawn_scoped(scope, job)
+                    .is_err()
+                {
+                    unstarted.push(t);
+                }
             }
-            if let Some((share, o)) = first {
+            if let Some((_, (share, o))) = first {
                 insert_share(share, n, get, o);
             }
+            unstarted
         });
+        // A share whose thread could not be started runs here (subtables are independent).
+        for t in unstarted {
+            if let (Some(share), Some(o)) = (shares.get_mut(t), out.get_mut(t)) {
+                insert_share(share, n, get, o);
+            }
+        }
         drop(shares);
         let inserted: usize = out
             .iter()
@@ -1791,18 +1805,32 @@ impl Classifier {
         let owner = balance(&counts, threads);
         let before = self.maxima();
         let mut shares = self.shares(&owner, threads);
-        let done: usize = std::thread::scope(|scope| {
-            let mut jobs = shares.iter_mut();
+        let (mut done, unstarted) = std::thread::scope(|scope| {
+            let mut unstarted = Vec::new();
+            let mut helpers = Vec::new();
+            let mut jobs = shares.iter_mut().enumerate();
             let first_share = jobs.next();
-            let helpers: Vec<_> = jobs
-                .map(|share| scope.spawn(move || replay_share(share, published, run, first)))
-                .collect();
-            let mine = first_share.map_or(0, |share| replay_share(share, published, run, first));
-            mine + helpers
+            for (t, share) in jobs {
+                let job = move || replay_share(share, published, run, first);
+                match std::thread::Builder::new().spawn_scoped(scope, job) {
+                    Ok(h) => helpers.push(h),
+                    Err(_) => unstarted.push(t),
+                }
+            }
+            let mine =
+                first_share.map_or(0, |(_, share)| replay_share(share, published, run, first));
+            let theirs: usize = helpers
                 .into_iter()
-                .map(|h| h.join().unwrap_or(0))
-                .sum::<usize>()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .sum();
+            (mine + theirs, unstarted)
         });
+        // A share whose thread could not be started runs here (subtables are independent).
+        for t in unstarted {
+            if let Some(share) = shares.get_mut(t) {
+                done += replay_share(share, published, run, first);
+            }
+        }
         drop(shares);
         self.rules += done;
         self.mark_changed(&before);

@@ -148,26 +148,11 @@ impl<const N: usize> Tab<N> {
     /// The entry with key `g` (hash `h`).
     #[inline(always)]
     fn lookup(&self, g: &[u64; N], h: u64) -> Option<&Entry<N>> {
-        let mask = self.mask();
-        let tag = h >> 32;
-        let mut pos = self.home(h);
-        loop {
-            let b = *self.buckets.get(pos)?;
-            if b == 0 {
-                return None;
-            }
-            if b >> 32 == tag {
-                if let Some(e) = self.entries.get((b as u32).wrapping_sub(1) as usize) {
-                    if same_words(&e.key, g) {
-                        return Some(e);
-                    }
-                }
-            }
-            pos = (pos + 1) & mask;
-        }
+        self.locate(g, h).and_then(|(_, i)| self.entries.get(i))
     }
 
     /// The bucket position and entry index of key `g` (hash `h`).
+    #[inline(always)]
     fn locate(&self, g: &[u64; N], h: u64) -> Option<(usize, usize)> {
         let mask = self.mask();
         let tag = h >> 32;

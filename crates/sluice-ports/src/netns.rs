@@ -157,25 +157,7 @@ impl Netns {
         F: FnOnce() -> R + Send,
         R: Send,
     {
-        let path = Path::new(NETNS_RUN_DIR).join(&self.name);
-        let handle = File::open(&path).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
-        })?;
-        std::thread::scope(|scope| {
-            let joined = scope.spawn(move || {
-                // SAFETY: `handle` is an open namespace file for the whole call; setns only
-                // changes this (fresh, scoped) thread's network namespace.
-                let rc = unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) };
-                if rc != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(f())
-            });
-            match joined.join() {
-                Ok(result) => result,
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        })
+        enter_named(&self.name, f)
     }
 
     /// The interface index of `ifname` inside the namespace.

@@ -7,10 +7,9 @@ mod gro_common;
 
 mod pcap_common;
 use gro_common::*;
-use pcap_common::write_pcap;
+use pcap_common::{sluice, write_pcap};
 use sluice_packet::verify::{verify_frame, Verdict};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn tmp(name: &str) -> PathBuf {
     pcap_common::tmp("pcap-gro", name)
@@ -18,13 +17,6 @@ fn tmp(name: &str) -> PathBuf {
 
 fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
     pcap_common::read_pcap_with(path, true)
-}
-
-fn sluice(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 fn jsonl(out: &Path) -> Vec<serde_json::Value> {

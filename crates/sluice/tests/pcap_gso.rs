@@ -1,10 +1,9 @@
 //! `sluice pcap gso` end to end: a generated capture with mixed packets, flags and `--spec`.
 
 mod pcap_common;
-use pcap_common::write_pcap;
+use pcap_common::{sluice, write_pcap};
 use sluice_packet::verify::{verify_frame, Verdict};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn tmp(name: &str) -> PathBuf {
     pcap_common::tmp("pcap-gso", name)
@@ -45,13 +44,6 @@ fn udp(payload: usize) -> Vec<u8> {
     ];
     u.extend((0..payload).map(|i| (i * 7) as u8));
     u
-}
-
-fn sluice(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 fn all_good(frames: &[Vec<u8>]) {

@@ -7,9 +7,8 @@ mod gro_common;
 
 mod pcap_common;
 use gro_common::*;
-use pcap_common::write_pcap;
+use pcap_common::{sluice, write_pcap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn tmp(name: &str) -> PathBuf {
     pcap_common::tmp("pcap-switch", name)
@@ -17,13 +16,6 @@ fn tmp(name: &str) -> PathBuf {
 
 fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
     pcap_common::read_pcap_with(path, true)
-}
-
-fn sluice(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("run sluice")
 }
 
 fn last_json(out: &std::process::Output) -> serde_json::Value {

@@ -4,6 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
+/// Runs the `sluice` binary built for these tests with `args`.
+pub fn sluice(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .expect("run sluice")
+}
+
 /// `TMPDIR/sluice-TEST-PID-NAME`.
 pub fn tmp(test: &str, name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("sluice-{test}-{}-{name}", std::process::id()))

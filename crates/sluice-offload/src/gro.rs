@@ -2124,37 +2124,17 @@ impl GroEngine {
         {
             return None;
         }
-        let good = match meta.status(Slot::l4(level_of(info.innermost()))) {
-            CsumStatus::Good => true,
-            CsumStatus::Partial => false,
-            CsumStatus::Bad => return None,
-            CsumStatus::Unknown => {
-                if !verify {
-                    return None;
-                }
-                let lvl = info.innermost();
-                let pseudo = pseudo_at(
-                    frame,
-                    *info.l3.get(lvl)?,
-                    info.ip.get(lvl)?.v6,
-                    ip_proto::TCP,
-                    end - l4,
-                )?;
-                if combine(pseudo, sum(frame.get(l4..)?)) != 0xffff {
-                    return None;
-                }
-                true
-            }
-        };
+        let lvl = info.innermost();
+        let good = joining_csum(
+            meta.status(Slot::l4(level_of(lvl))),
+            verify,
+            frame,
+            (*info.l3.get(lvl)?, info.ip.get(lvl)?.v6),
+            l4,
+            end,
+        )?;
         h.fixed_id = fixed_id;
-        let finish = if flags & TCP_FINISHING != 0 {
-            Some(FlushReason::Flags)
-        } else if len < h.mss {
-            Some(FlushReason::Size)
-        } else {
-            None
-        };
-        Some((end, flags, good, finish))
+        Some((end, flags, good, join_finish(flags, len, h.mss)))
     }
 
     /// [`GroEngine::fast_check`] for a plain frame ([`plain_tcp`] already checked its lengths)
@@ -2195,32 +2175,16 @@ impl GroEngine {
                 }
             }
         }
-        let good = match meta.status(Slot::OuterL4) {
-            CsumStatus::Good => true,
-            CsumStatus::Partial => false,
-            CsumStatus::Bad => return None,
-            CsumStatus::Unknown => {
-                if !verify {
-                    return None;
-                }
-                let l4 = info.l4;
-                let pseudo =
-                    pseudo_at(frame, ETH_HLEN, info.ip[0].v6, ip_proto::TCP, info.end - l4)?;
-                if combine(pseudo, sum(frame.get(l4..)?)) != 0xffff {
-                    return None;
-                }
-                true
-            }
-        };
+        let good = joining_csum(
+            meta.status(Slot::OuterL4),
+            verify,
+            frame,
+            (ETH_HLEN, info.ip[0].v6),
+            info.l4,
+            info.end,
+        )?;
         h.fixed_id[0] = fixed;
-        let finish = if info.flags & TCP_FINISHING != 0 {
-            Some(FlushReason::Flags)
-        } else if len < h.mss {
-            Some(FlushReason::Size)
-        } else {
-            None
-        };
-        Some((good, finish))
+        Some((good, join_finish(info.flags, len, h.mss)))
     }
 
     // ---- classification ----
@@ -3216,6 +3180,44 @@ fn le32_in(t: &[u8], k: usize) -> u32 {
     t.get(k..)
         .and_then(|s| s.first_chunk::<4>())
         .map_or(0, |b| u32::from_le_bytes(*b))
+}
+
+/// Whether a segment joining on a fast path has a good TCP checksum (`false`: `Partial`, still
+/// to be filled in), verifying it in software when it is `Unknown` and `verify` is set (its IP
+/// header at `ip.0`, IPv6 when `ip.1`; TCP at `l4`, the frame ending at `end`). `None`: the
+/// fast path refuses it (a bad checksum, or one it may not verify).
+#[inline(always)]
+fn joining_csum(
+    status: CsumStatus,
+    verify: bool,
+    frame: &[u8],
+    ip: (usize, bool),
+    l4: usize,
+    end: usize,
+) -> Option<bool> {
+    match status {
+        CsumStatus::Good => Some(true),
+        CsumStatus::Partial => Some(false),
+        CsumStatus::Bad => None,
+        CsumStatus::Unknown if verify => {
+            let pseudo = pseudo_at(frame, ip.0, ip.1, ip_proto::TCP, end.checked_sub(l4)?)?;
+            (combine(pseudo, sum(frame.get(l4..)?)) == 0xffff).then_some(true)
+        }
+        CsumStatus::Unknown => None,
+    }
+}
+
+/// Why a TCP segment that joined ends its packet: a finishing flag (PSH, FIN, …), or shorter
+/// than the packet's segment size.
+#[inline(always)]
+fn join_finish(flags: u8, len: usize, mss: usize) -> Option<FlushReason> {
+    if flags & TCP_FINISHING != 0 {
+        Some(FlushReason::Flags)
+    } else if len < mss {
+        Some(FlushReason::Size)
+    } else {
+        None
+    }
 }
 
 /// Folds a ones'-complement accumulator to 16 bits.

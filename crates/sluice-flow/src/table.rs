@@ -608,31 +608,11 @@ impl FlowTable {
             .config
             .insert_threads
             .min(counts.iter().filter(|&&c| c > 0).count());
-        if threads > 1 && n >= PARALLEL_MIN_BATCH && w.fits(n) {
-            let out = w.insert_parallel(cls, &mut ops, &preps, &rules, &counts, threads);
-            w.drop_unused(cls, &mut ops, &fresh);
-            w.scratch.preps = preps;
-            drop(rules);
-            self.finish(ops);
-            return out;
-        }
-        let mut out: Vec<Result<Handle, RuleError>> = Vec::with_capacity(n);
-        let mut sink = 0u64;
-        for (pg, rg) in preps.chunks(GROUP).zip(rules.chunks(GROUP)) {
-            // Start the group's bucket reads together (they miss the cache in big tables), then
-            // insert in order.
-            for (p, r) in pg.iter().zip(rg) {
-                sink ^= cls.touch(p.mask_id, &r.matcher.key);
-            }
-            for (p, r) in pg.iter().zip(rg) {
-                let res = w.insert_prepared(cls, &mut ops, p, r);
-                if res.is_err() && p.action != INVALID {
-                    w.actions.release(p.action, cls, &mut ops);
-                }
-                out.push(res);
-            }
-        }
-        core::hint::black_box(sink);
+        let out = if threads > 1 && n >= PARALLEL_MIN_BATCH && w.fits(n) {
+            w.insert_parallel(cls, &mut ops, &preps, &rules, &counts, threads)
+        } else {
+            w.insert_in_order(cls, &mut ops, &preps, &rules)
+        };
         w.drop_unused(cls, &mut ops, &fresh);
         w.scratch.preps = preps;
         drop(rules);
@@ -752,6 +732,34 @@ impl WriterState {
                 ops.push(op);
             }
         }
+    }
+
+    /// Inserts a prepared batch on this thread, in order, a group at a time: the group's
+    /// bucket reads are started together (they miss the cache in big tables), then its rules
+    /// are inserted.
+    fn insert_in_order(
+        &mut self,
+        cls: &mut Classifier,
+        ops: &mut Vec<Op>,
+        preps: &[Prep],
+        rules: &[Rule],
+    ) -> Vec<Result<Handle, RuleError>> {
+        let mut out = Vec::with_capacity(rules.len());
+        let mut sink = 0u64;
+        for (pg, rg) in preps.chunks(GROUP).zip(rules.chunks(GROUP)) {
+            for (p, r) in pg.iter().zip(rg) {
+                sink ^= cls.touch(p.mask_id, &r.matcher.key);
+            }
+            for (p, r) in pg.iter().zip(rg) {
+                let res = self.insert_prepared(cls, ops, p, r);
+                if res.is_err() && p.action != INVALID {
+                    self.actions.release(p.action, cls, ops);
+                }
+                out.push(res);
+            }
+        }
+        core::hint::black_box(sink);
+        out
     }
 
     /// Inserts one prepared rule (mask and action list already interned).

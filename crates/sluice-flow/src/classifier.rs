@@ -523,6 +523,37 @@ macro_rules! with_tbl {
     };
 }
 
+/// Runs `job` on every part, the first on this thread and each other on a thread of its own
+/// (or, if the OS refuses a thread, on this thread afterwards: the parts are independent);
+/// returns the results in the parts' order. A panic in a job is propagated.
+fn on_threads<P: Send, R: Send>(parts: &mut [P], job: impl Fn(&mut P) -> R + Sync) -> Vec<R> {
+    let job = &job;
+    let (mut results, unstarted) = std::thread::scope(|scope| {
+        let mut unstarted = Vec::new();
+        let mut helpers = Vec::new();
+        let mut all = parts.iter_mut().enumerate();
+        let first = all.next();
+        for (t, part) in all {
+            match std::thread::Builder::new().spawn_scoped(scope, move || job(part)) {
+                Ok(h) => helpers.push((t, h)),
+                Err(_) => unstarted.push(t),
+            }
+        }
+        let mut results: Vec<(usize, R)> = first.map(|(t, p)| (t, job(p))).into_iter().collect();
+        for (t, h) in helpers {
+            results.push((t, h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))));
+        }
+        (results, unstarted)
+    });
+    for t in unstarted {
+        if let Some(part) = parts.get_mut(t) {
+            results.push((t, job(part)));
+        }
+    }
+    results.sort_by_key(|&(t, _)| t);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
 /// Subtable ids (indices of `counts`, rules per subtable) to `threads` threads, balancing
 /// rules: the biggest first, each to the least loaded thread.
 pub(crate) fn balance(counts: &[usize], threads: usize) -> Vec<u8> {
@@ -1733,30 +1764,9 @@ impl Classifier {
         let before = self.maxima();
         let mut shares = self.shares(owner, out.len());
         let get = &get;
-        let unstarted = std::thread::scope(|scope| {
-            let mut unstarted = Vec::new();
-            let mut jobs = shares.iter_mut().zip(out.iter_mut()).enumerate();
-            let first = jobs.next();
-            for (t, (share, o)) in jobs {
-                let job = move || insert_share(share, n, get, o);
-                if std::thread::Builder::new()
-                    .spawn_scoped(scope, job)
-                    .is_err()
-                {
-                    unstarted.push(t);
-                }
-            }
-            if let Some((_, (share, o))) = first {
-                insert_share(share, n, get, o);
-            }
-            unstarted
-        });
-        // A share whose thread could not be started runs here (subtables are independent).
-        for t in unstarted {
-            if let (Some(share), Some(o)) = (shares.get_mut(t), out.get_mut(t)) {
-                insert_share(share, n, get, o);
-            }
-        }
+        let mut parts: Vec<_> = shares.iter_mut().zip(out.iter_mut()).collect();
+        on_threads(&mut parts, |(share, o)| insert_share(share, n, get, o));
+        drop(parts);
         drop(shares);
         let inserted: usize = out
             .iter()
@@ -1790,32 +1800,11 @@ impl Classifier {
         let owner = balance(&counts, threads);
         let before = self.maxima();
         let mut shares = self.shares(&owner, threads);
-        let (mut done, unstarted) = std::thread::scope(|scope| {
-            let mut unstarted = Vec::new();
-            let mut helpers = Vec::new();
-            let mut jobs = shares.iter_mut().enumerate();
-            let first_share = jobs.next();
-            for (t, share) in jobs {
-                let job = move || replay_share(share, published, run, first);
-                match std::thread::Builder::new().spawn_scoped(scope, job) {
-                    Ok(h) => helpers.push(h),
-                    Err(_) => unstarted.push(t),
-                }
-            }
-            let mine =
-                first_share.map_or(0, |(_, share)| replay_share(share, published, run, first));
-            let theirs: usize = helpers
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .sum();
-            (mine + theirs, unstarted)
-        });
-        // A share whose thread could not be started runs here (subtables are independent).
-        for t in unstarted {
-            if let Some(share) = shares.get_mut(t) {
-                done += replay_share(share, published, run, first);
-            }
-        }
+        let done: usize = on_threads(&mut shares, |share| {
+            replay_share(share, published, run, first)
+        })
+        .into_iter()
+        .sum();
         drop(shares);
         self.rules += done;
         self.mark_changed(&before);

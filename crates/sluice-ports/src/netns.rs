@@ -20,6 +20,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 /// Where `ip netns` keeps its namespace handles.
 const NETNS_RUN_DIR: &str = "/run/netns";
@@ -126,6 +127,35 @@ impl Netns {
     pub fn link_up(&self, ifname: &str) -> io::Result<()> {
         self.run(&["ip", "link", "set", "dev", ifname, "up"])
             .map(drop)
+    }
+
+    /// Waits until `ifname` is operationally up (`ip link` reports `state UP`), polling every
+    /// 10 ms for at most `timeout`. Only then has the link watcher attached the device's real
+    /// qdisc; frames sent before that are dropped.
+    pub fn wait_oper_up(&self, ifname: &str, timeout: Duration) -> io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let out = self.run(&["ip", "-o", "link", "show", "dev", ifname])?;
+            if out
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .windows(2)
+                .any(|w| w == ["state", "UP"])
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{ifname} in netns {} not operationally up after {timeout:?}: {}",
+                        self.name,
+                        out.trim()
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Disables IPv6 on every current and future interface of the namespace. Done by
@@ -246,6 +276,9 @@ pub fn if_nametoindex(ifname: &str) -> io::Result<u32> {
     }
 }
 
+/// How long [`VethPair::create`] waits for each end to become operationally up.
+const OPER_UP_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A veth pair whose two ends live in (possibly different) namespaces, both up.
 #[derive(Debug)]
 pub struct VethPair {
@@ -270,6 +303,10 @@ impl VethPair {
         };
         ns_a.link_up(a)?;
         ns_b.link_up(b)?;
+        // Until the kernel's link watcher sees the carrier, a device keeps its no-op qdisc,
+        // which drops every frame sent (AF_PACKET goes through the qdisc): wait for both ends.
+        ns_a.wait_oper_up(a, OPER_UP_TIMEOUT)?;
+        ns_b.wait_oper_up(b, OPER_UP_TIMEOUT)?;
         Ok(pair)
     }
 

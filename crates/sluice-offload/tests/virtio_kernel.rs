@@ -47,6 +47,8 @@ fn virtio_net_hdr_round_trip_through_the_kernel() {
         .expect("enter")
         .expect("tap");
     ns.link_up("vt0").expect("up");
+    ns.wait_link_ready("vt0", Duration::from_secs(5))
+        .expect("oper up");
     let sock = ns
         .enter(|| {
             PacketSocket::bind(
@@ -191,6 +193,10 @@ fn tunnel_header_round_trip_through_a_bridge() {
         ns.link_up(dev).expect("up");
     }
     ns.link_up("vbr").expect("up");
+    for dev in ["vta", "vtb", "vbr"] {
+        ns.wait_link_ready(dev, Duration::from_secs(5))
+            .expect("oper up");
+    }
     b.set_nonblocking(true).expect("nonblocking");
     let mut buf = vec![0u8; 70000];
     let cases = [

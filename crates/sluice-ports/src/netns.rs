@@ -129,26 +129,22 @@ impl Netns {
             .map(drop)
     }
 
-    /// Waits until `ifname` is operationally up (`ip link` reports `state UP`), polling every
-    /// 10 ms for at most `timeout`. Only then has the link watcher attached the device's real
-    /// qdisc; frames sent before that are dropped.
-    pub fn wait_oper_up(&self, ifname: &str, timeout: Duration) -> io::Result<()> {
+    /// Waits until `ifname` can transmit: up with a carrier (`LOWER_UP`) and its real qdisc
+    /// attached (`ip link` no longer shows `qdisc noop`). The kernel's link watcher attaches
+    /// the qdisc some time after the carrier comes on; until then every frame sent through
+    /// the device is dropped. Polls every 10 ms for at most `timeout`.
+    pub fn wait_link_ready(&self, ifname: &str, timeout: Duration) -> io::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
             let out = self.run(&["ip", "-o", "link", "show", "dev", ifname])?;
-            if out
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .windows(2)
-                .any(|w| w == ["state", "UP"])
-            {
+            if link_ready(&out) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
-                        "{ifname} in netns {} not operationally up after {timeout:?}: {}",
+                        "{ifname} in netns {} not ready to transmit after {timeout:?}: {}",
                         self.name,
                         out.trim()
                     ),
@@ -276,8 +272,26 @@ pub fn if_nametoindex(ifname: &str) -> io::Result<u32> {
     }
 }
 
-/// How long [`VethPair::create`] waits for each end to become operationally up.
-const OPER_UP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Whether one line of `ip -o link show` says the device can transmit: flags `UP` and
+/// `LOWER_UP`, and a qdisc other than `noop`.
+fn link_ready(line: &str) -> bool {
+    let Some(flags) = line
+        .split_once('<')
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .map(|(flags, _)| flags)
+    else {
+        return false;
+    };
+    let has = |flag: &str| flags.split(',').any(|f| f == flag);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let qdisc_attached = words
+        .windows(2)
+        .any(|w| w.first() == Some(&"qdisc") && w.get(1).is_some_and(|q| *q != "noop"));
+    has("UP") && has("LOWER_UP") && qdisc_attached
+}
+
+/// How long [`VethPair::create`] waits for each end to become ready to transmit.
+const LINK_READY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A veth pair whose two ends live in (possibly different) namespaces, both up.
 #[derive(Debug)]
@@ -305,8 +319,8 @@ impl VethPair {
         ns_b.link_up(b)?;
         // Until the kernel's link watcher sees the carrier, a device keeps its no-op qdisc,
         // which drops every frame sent (AF_PACKET goes through the qdisc): wait for both ends.
-        ns_a.wait_oper_up(a, OPER_UP_TIMEOUT)?;
-        ns_b.wait_oper_up(b, OPER_UP_TIMEOUT)?;
+        ns_a.wait_link_ready(a, LINK_READY_TIMEOUT)?;
+        ns_b.wait_link_ready(b, LINK_READY_TIMEOUT)?;
         Ok(pair)
     }
 
@@ -401,5 +415,25 @@ mod tests {
         let pid = format!("{:0>5}", base36(std::process::id()));
         assert!(a.starts_with(&pid) && b.starts_with(&pid));
         assert!(a.len() <= 8, "{a}");
+    }
+
+    #[test]
+    fn a_link_is_ready_with_a_carrier_and_a_real_qdisc() {
+        let tap = "2: vt0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc pfifo_fast state UNKNOWN mode DEFAULT";
+        let veth = "5: pa@if4: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT";
+        assert!(link_ready(tap));
+        assert!(link_ready(veth));
+        // Carrier on, link watcher not run yet: the no-op qdisc drops everything.
+        assert!(!link_ready(
+            "5: pa@if4: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noop state DOWN"
+        ));
+        // No carrier (peer down), or not up at all.
+        assert!(!link_ready(
+            "5: pa@if4: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 qdisc noqueue state LOWERLAYERDOWN"
+        ));
+        assert!(!link_ready(
+            "5: pa@if4: <BROADCAST,MULTICAST> mtu 1500 qdisc noop state DOWN"
+        ));
+        assert!(!link_ready(""));
     }
 }

@@ -53,6 +53,7 @@ fn tap_open_offload_probe_and_round_trip() {
     assert!(tap.write(&[0u8; 10], &frame).is_err());
 
     ns.link_up("tt0").unwrap();
+    ns.wait_link_ready("tt0", Duration::from_secs(5)).unwrap();
     let capture = ns
         .enter(|| {
             PacketSocket::bind(

@@ -87,21 +87,21 @@ for path in sys.argv[1:]:
 
 "#;
 
+/// Writes `frames` as an Ethernet pcap (pcap-file's writer; snap length 256 KiB) for scapy.
 fn write_pcap(path: &Path, frames: &[&[u8]]) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&262_144u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    let header = PcapHeader {
+        snaplen: 262_144,
+        ..PcapHeader::default()
+    };
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = PcapWriter::with_header(file, header).unwrap();
     for f in frames {
-        b.extend_from_slice(&[0; 8]);
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(f);
+        let len = u32::try_from(f.len()).unwrap();
+        w.write_packet(&PcapPacket::new(std::time::Duration::ZERO, len, f))
+            .unwrap();
     }
-    std::fs::write(path, b).unwrap();
+    std::io::Write::flush(&mut w.into_writer()).unwrap();
 }
 
 #[test]

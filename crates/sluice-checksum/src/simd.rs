@@ -156,6 +156,55 @@ mod x86 {
     /// Bias added back per 32-bit lane per vector.
     const LANE_BIAS: i64 = 0x1_0000;
 
+    /// The unrolled loop both vector widths share: four accumulators over `4 * V`-byte chunks,
+    /// widened into i64 lanes every `BLOCK` iterations, then single `V`-byte vectors into one more
+    /// accumulator. Evaluates to `(wide, acc, vectors, rest)`: the widened block sums, the single
+    /// vectors' accumulator (not widened yet), how many vectors were summed, and the bytes left.
+    macro_rules! vector_loop {
+        ($data:expr, $v:expr, $zero:ident, $load:ident, $add32:ident, $add64:ident, $step:ident, $widen:ident) => {{
+            let mut wide = $zero();
+            let mut vectors: i64 = 0;
+            let mut chunks = $data.chunks_exact(4 * $v);
+            loop {
+                let (mut a0, mut a1, mut a2, mut a3) = ($zero(), $zero(), $zero(), $zero());
+                let mut n = 0;
+                for c in (&mut chunks).take(BLOCK) {
+                    let p = c.as_ptr();
+                    // SAFETY: `c` is exactly 4 * V bytes, so the four V-byte unaligned loads at
+                    // offsets 0, V, 2V and 3V stay inside it.
+                    let (v0, v1, v2, v3) = unsafe {
+                        (
+                            $load(p.cast()),
+                            $load(p.add($v).cast()),
+                            $load(p.add(2 * $v).cast()),
+                            $load(p.add(3 * $v).cast()),
+                        )
+                    };
+                    a0 = $step(a0, v0);
+                    a1 = $step(a1, v1);
+                    a2 = $step(a2, v2);
+                    a3 = $step(a3, v3);
+                    n += 1;
+                }
+                if n == 0 {
+                    break;
+                }
+                vectors += 4 * n as i64;
+                let block = $add32($add32(a0, a1), $add32(a2, a3));
+                wide = $add64(wide, $widen(block));
+            }
+            let mut singles = chunks.remainder().chunks_exact($v);
+            let mut acc = $zero();
+            for c in &mut singles {
+                // SAFETY: `c` is exactly V bytes.
+                let v = unsafe { $load(c.as_ptr().cast()) };
+                acc = $step(acc, v);
+                vectors += 1;
+            }
+            (wide, acc, vectors, singles.remainder())
+        }};
+    }
+
     #[target_feature(enable = "avx2")]
     pub(super) fn sum_le_avx2(data: &[u8]) -> u64 {
         const V: usize = 32;
@@ -169,58 +218,24 @@ mod x86 {
             let hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(v));
             _mm256_add_epi64(lo, hi)
         };
-        let mut wide = _mm256_setzero_si256();
-        let mut vectors: i64 = 0;
-        let mut chunks = data.chunks_exact(4 * V);
-        loop {
-            let (mut a0, mut a1, mut a2, mut a3) = (
-                _mm256_setzero_si256(),
-                _mm256_setzero_si256(),
-                _mm256_setzero_si256(),
-                _mm256_setzero_si256(),
-            );
-            let mut n = 0;
-            for c in (&mut chunks).take(BLOCK) {
-                let p = c.as_ptr();
-                // SAFETY: `c` is exactly 4 * V bytes, so the four V-byte unaligned loads at
-                // offsets 0, V, 2V and 3V stay inside it.
-                let (v0, v1, v2, v3) = unsafe {
-                    (
-                        _mm256_loadu_si256(p.cast()),
-                        _mm256_loadu_si256(p.add(V).cast()),
-                        _mm256_loadu_si256(p.add(2 * V).cast()),
-                        _mm256_loadu_si256(p.add(3 * V).cast()),
-                    )
-                };
-                a0 = step(a0, v0);
-                a1 = step(a1, v1);
-                a2 = step(a2, v2);
-                a3 = step(a3, v3);
-                n += 1;
-            }
-            if n == 0 {
-                break;
-            }
-            vectors += 4 * n as i64;
-            let block = _mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3));
-            wide = _mm256_add_epi64(wide, widen(block));
-        }
-        let mut singles = chunks.remainder().chunks_exact(V);
-        let mut a = _mm256_setzero_si256();
-        for c in &mut singles {
-            // SAFETY: `c` is exactly V bytes.
-            let v = unsafe { _mm256_loadu_si256(c.as_ptr().cast()) };
-            a = step(a, v);
-            vectors += 1;
-        }
-        wide = _mm256_add_epi64(wide, widen(a));
+        let (wide, acc, vectors, rest) = vector_loop!(
+            data,
+            V,
+            _mm256_setzero_si256,
+            _mm256_loadu_si256,
+            _mm256_add_epi32,
+            _mm256_add_epi64,
+            step,
+            widen
+        );
+        let wide = _mm256_add_epi64(wide, widen(acc));
         let lanes = _mm256_extract_epi64::<0>(wide)
             + _mm256_extract_epi64::<1>(wide)
             + _mm256_extract_epi64::<2>(wide)
             + _mm256_extract_epi64::<3>(wide);
         // Exact sum of the vector part's LE words: non-negative by construction.
         let exact = lanes + vectors * (V as i64 / 4) * LANE_BIAS;
-        add_carry(exact as u64, sum_le(singles.remainder()))
+        add_carry(exact as u64, sum_le(rest))
     }
 
     #[target_feature(enable = "avx512f,avx512bw")]
@@ -236,51 +251,16 @@ mod x86 {
             let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(v));
             _mm512_add_epi64(lo, hi)
         };
-        let mut wide = _mm512_setzero_si512();
-        let mut vectors: i64 = 0;
-        let mut chunks = data.chunks_exact(4 * V);
-        loop {
-            let (mut a0, mut a1, mut a2, mut a3) = (
-                _mm512_setzero_si512(),
-                _mm512_setzero_si512(),
-                _mm512_setzero_si512(),
-                _mm512_setzero_si512(),
-            );
-            let mut n = 0;
-            for c in (&mut chunks).take(BLOCK) {
-                let p = c.as_ptr();
-                // SAFETY: `c` is exactly 4 * V bytes, so the four V-byte unaligned loads at
-                // offsets 0, V, 2V and 3V stay inside it.
-                let (v0, v1, v2, v3) = unsafe {
-                    (
-                        _mm512_loadu_si512(p.cast()),
-                        _mm512_loadu_si512(p.add(V).cast()),
-                        _mm512_loadu_si512(p.add(2 * V).cast()),
-                        _mm512_loadu_si512(p.add(3 * V).cast()),
-                    )
-                };
-                a0 = step(a0, v0);
-                a1 = step(a1, v1);
-                a2 = step(a2, v2);
-                a3 = step(a3, v3);
-                n += 1;
-            }
-            if n == 0 {
-                break;
-            }
-            vectors += 4 * n as i64;
-            let block = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
-            wide = _mm512_add_epi64(wide, widen(block));
-        }
-        let mut singles = chunks.remainder().chunks_exact(V);
-        let mut a = _mm512_setzero_si512();
-        for c in &mut singles {
-            // SAFETY: `c` is exactly V bytes.
-            let v = unsafe { _mm512_loadu_si512(c.as_ptr().cast()) };
-            a = step(a, v);
-            vectors += 1;
-        }
-        let tail = singles.remainder();
+        let (wide, mut acc, mut vectors, tail) = vector_loop!(
+            data,
+            V,
+            _mm512_setzero_si512,
+            _mm512_loadu_si512,
+            _mm512_add_epi32,
+            _mm512_add_epi64,
+            step,
+            widen
+        );
         if !tail.is_empty() {
             // Masked-off bytes load as zero, which the bias correction below turns back into
             // exactly zero; an odd last byte becomes the low byte of a zero-padded LE word.
@@ -288,10 +268,10 @@ mod x86 {
             // SAFETY: `tail.len() < V`, and the mask selects exactly its bytes; AVX-512 masked
             // loads do not access (or fault on) masked-off bytes.
             let v = unsafe { _mm512_maskz_loadu_epi8(mask, tail.as_ptr().cast()) };
-            a = step(a, v);
+            acc = step(acc, v);
             vectors += 1;
         }
-        wide = _mm512_add_epi64(wide, widen(a));
+        let wide = _mm512_add_epi64(wide, widen(acc));
         let exact = _mm512_reduce_add_epi64(wide) + vectors * (V as i64 / 4) * LANE_BIAS;
         exact as u64
     }

@@ -2,12 +2,12 @@
 //! offloads, and write every segment (with every checksum computed from scratch) in order.
 
 use crate::capture::{CaptureReader, CaptureWriter};
-use anyhow::{bail, Context, Result};
+use crate::spec;
+use anyhow::{Context, Result};
 use sluice_offload::gso::{self, GsoOutput, GsoParams, OuterCsum};
 use sluice_packet::GsoType;
 use sluice_wire::{ip_proto, L3Kind, Layout};
 use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::path::PathBuf;
 
 /// How UDP super-packets are segmented.
@@ -79,34 +79,15 @@ struct SpecLine {
     outer_csum: Option<bool>,
 }
 
-fn parse_spec_line(line: &str, no: usize) -> Result<SpecLine> {
-    let v: serde_json::Value =
-        serde_json::from_str(line).with_context(|| format!("spec line {no}: not JSON"))?;
-    let obj = v
-        .as_object()
-        .with_context(|| format!("spec line {no}: not a JSON object"))?;
-    let mut s = SpecLine::default();
-    if let Some(t) = obj.get("gso_type") {
-        s.gso_type = Some(match t.as_str() {
-            Some("tcpv4") => GsoType::TcpV4,
-            Some("tcpv6") => GsoType::TcpV6,
-            Some("udp_l4") => GsoType::UdpL4,
-            Some("udp") => GsoType::Udp,
-            Some("none") => GsoType::None,
-            _ => bail!(
-                "spec line {no}: gso_type must be one of \"tcpv4\", \"tcpv6\", \"udp_l4\", \"udp\", \"none\", not {t}"
-            ),
-        });
-    }
-    if let Some(n) = obj.get("gso_size") {
-        let n = n
-            .as_u64()
-            .and_then(|n| u16::try_from(n).ok())
-            .with_context(|| {
-                format!("spec line {no}: gso_size must be an integer 0..=65535, not {n}")
-            })?;
-        s.gso_size = Some(n);
-    }
+fn parse_spec_line(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    no: usize,
+) -> Result<SpecLine> {
+    let mut s = SpecLine {
+        gso_type: spec::gso_type(obj, no)?,
+        gso_size: spec::gso_size(obj, no)?,
+        ..SpecLine::default()
+    };
     for (key, slot) in [("ecn", &mut s.ecn), ("outer_csum", &mut s.outer_csum)] {
         if let Some(b) = obj.get(key) {
             *slot = Some(b.as_bool().with_context(|| {
@@ -115,17 +96,6 @@ fn parse_spec_line(line: &str, no: usize) -> Result<SpecLine> {
         }
     }
     Ok(s)
-}
-
-fn read_spec(path: &PathBuf) -> Result<Vec<SpecLine>> {
-    let f = std::fs::File::open(path)
-        .with_context(|| format!("cannot open spec {}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.with_context(|| format!("spec line {}: cannot read", i + 1))?;
-        out.push(parse_spec_line(&line, i + 1)?);
-    }
-    Ok(out)
 }
 
 /// The GSO type the flags imply for a frame, from its innermost L3/L4.
@@ -145,7 +115,7 @@ fn infer_type(layout: &Layout, udp: UdpMode) -> GsoType {
 /// Runs the command.
 pub fn run(args: Args) -> Result<()> {
     let spec = match &args.spec {
-        Some(p) => read_spec(p)?,
+        Some(p) => spec::read(p, false, parse_spec_line)?,
         None => Vec::new(),
     };
     let mut reader = CaptureReader::open(&args.input)?;

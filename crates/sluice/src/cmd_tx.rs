@@ -9,11 +9,12 @@
 //! frames are not written. The transmit counters are printed at the end.
 
 use crate::capture::{CaptureReader, CaptureWriter};
+use crate::spec;
 use anyhow::{bail, Context, Result};
 use sluice_offload::features::{Device, Features};
 use sluice_offload::tx::{self, emulate_device, tx_prepare, TxOutcome, TxOutput, TxPacket};
 use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot, Verdict};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 /// Arguments of `sluice pcap tx`.
@@ -70,13 +71,10 @@ fn parse_status(v: &serde_json::Value, key: &str, no: usize) -> Result<CsumStatu
     })
 }
 
-fn parse_spec_line(line: &str, no: usize) -> Result<SpecLine> {
-    let v: serde_json::Value =
-        serde_json::from_str(line).with_context(|| format!("spec line {no}: not JSON"))?;
-    let obj = v
-        .as_object()
-        .with_context(|| format!("spec line {no}: not a JSON object"))?;
-    let mut s = SpecLine::default();
+fn parse_spec_line(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    no: usize,
+) -> Result<SpecLine> {
     for key in obj.keys() {
         if ![
             "gso_type",
@@ -91,26 +89,11 @@ fn parse_spec_line(line: &str, no: usize) -> Result<SpecLine> {
             bail!("spec line {no}: unknown key {key:?}");
         }
     }
-    if let Some(t) = obj.get("gso_type") {
-        s.gso_type = match t.as_str() {
-            Some("tcpv4") => GsoType::TcpV4,
-            Some("tcpv6") => GsoType::TcpV6,
-            Some("udp_l4") => GsoType::UdpL4,
-            Some("udp") => GsoType::Udp,
-            Some("none") => GsoType::None,
-            _ => bail!(
-                "spec line {no}: gso_type must be one of \"tcpv4\", \"tcpv6\", \"udp_l4\", \"udp\", \"none\", not {t}"
-            ),
-        };
-    }
-    if let Some(n) = obj.get("gso_size") {
-        s.gso_size = n
-            .as_u64()
-            .and_then(|n| u16::try_from(n).ok())
-            .with_context(|| {
-                format!("spec line {no}: gso_size must be an integer 0..=65535, not {n}")
-            })?;
-    }
+    let mut s = SpecLine {
+        gso_type: spec::gso_type(obj, no)?.unwrap_or_default(),
+        gso_size: spec::gso_size(obj, no)?.unwrap_or_default(),
+        ..SpecLine::default()
+    };
     for (i, key) in ["ip_csum", "l4_csum", "inner_ip_csum", "inner_l4_csum"]
         .into_iter()
         .enumerate()
@@ -120,20 +103,6 @@ fn parse_spec_line(line: &str, no: usize) -> Result<SpecLine> {
         }
     }
     Ok(s)
-}
-
-fn read_spec(path: &PathBuf) -> Result<Vec<SpecLine>> {
-    let f = std::fs::File::open(path)
-        .with_context(|| format!("cannot open spec {}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.with_context(|| format!("spec line {}: cannot read", i + 1))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        out.push(parse_spec_line(&line, i + 1)?);
-    }
-    Ok(out)
 }
 
 /// The metadata a spec line describes for a frame.
@@ -182,7 +151,7 @@ pub fn run(args: Args) -> Result<()> {
         .with_mtu(args.mtu)
         .with_envelope(args.envelope);
     let spec = match &args.spec {
-        Some(p) => read_spec(p)?,
+        Some(p) => spec::read(p, true, parse_spec_line)?,
         None => Vec::new(),
     };
     tx::register_counters();

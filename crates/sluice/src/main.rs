@@ -11,6 +11,7 @@ mod cmd_switch;
 mod cmd_tx;
 mod demo;
 mod inspect;
+mod spec;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};

@@ -19,8 +19,11 @@
 //!   pseudo-header sum) for a GSO or partial-checksum inner packet, which is what transmit
 //!   preparation and software GSO expect. [`OffloadMeta::encapsulate`] moves the statuses.
 //! - **Decapsulation** (`Decap`): the outer headers up to the inner Ethernet header are pulled
-//!   off; [`OffloadMeta::decapsulate`] makes the inner statuses the outer ones. A known-bad
-//!   outer checksum is a drop ([`ActionError::BadOuterChecksum`]), as in Linux.
+//!   off; [`OffloadMeta::decapsulate`] makes the inner statuses the outer ones. A bad outer
+//!   checksum is a drop ([`ActionError::BadOuterChecksum`]), as in Linux, where the UDP (or IP)
+//!   layer checks it before the tunnel sees the packet: an outer checksum whose status is
+//!   `Unknown` is verified in software first ([`DECAP_OUTER_CSUM_CHECKED`]), so an unchecked bad
+//!   outer checksum is never discarded with the outer headers as if it had been good.
 //!
 //! Every action checks everything before it writes: on `Err` neither the frame nor the
 //! metadata has changed. Nothing is allocated (header bytes are built in stack arrays and
@@ -34,14 +37,18 @@
 use crate::buf::PacketBuf;
 use core::fmt;
 use sluice_checksum::{pseudo, sum_from};
+use sluice_coverage::counter;
 use sluice_flow::{Action, Encap};
 use sluice_packet::meta::{Encap as MetaEncap, TunnelCsum};
-use sluice_packet::{rewrite, CsumStatus, GsoType, Level, OffloadMeta, Slot};
+use sluice_packet::{rewrite, verify, CsumStatus, GsoType, Level, OffloadMeta, Slot};
 use sluice_wire::{
     ethertype, ip_proto, L3Kind, Layout, ParseConfig, TunnelKind, GENEVE_PORT, MAX_VLAN_DEPTH,
     VXLAN_PORT,
 };
 use std::net::IpAddr;
+
+counter!(pub DECAP_OUTER_CSUM_CHECKED, "decap_outer_csum_checked", "decapsulations whose unknown outer checksums were verified in software first");
+counter!(pub DECAP_BAD_OUTER_CSUM, "decap_bad_outer_csum", "decapsulations refused: the outer IPv4 header or L4 checksum is bad");
 
 /// Ethernet header length (no tags).
 const ETH_LEN: usize = 14;
@@ -265,7 +272,7 @@ pub fn apply(pkt: &mut PacketBuf, action: &Action, cfg: &ParseConfig) -> Result<
             })
         }
         Action::Encap(ref e) => encap(pkt, meta, e, cfg),
-        Action::Decap => decap(pkt, meta),
+        Action::Decap => decap(pkt, meta, cfg),
         _ => Err(ActionError::NotHeaderAction(name)),
     }
 }
@@ -665,10 +672,12 @@ fn put(buf: &mut [u8], at: usize, src: &[u8]) {
 
 // ---- decapsulation ----
 
-fn decap(pkt: &mut PacketBuf, mut meta: OffloadMeta) -> Result<(), ActionError> {
+fn decap(pkt: &mut PacketBuf, mut meta: OffloadMeta, cfg: &ParseConfig) -> Result<(), ActionError> {
     let kind = meta.tunnel().ok_or(ActionError::NotTunnelled)?;
+    verify_unknown_outer(pkt.frame(), &mut meta, cfg);
     for slot in [Slot::OuterIp, Slot::OuterL4] {
         if meta.status(slot) == CsumStatus::Bad {
+            DECAP_BAD_OUTER_CSUM.inc();
             return Err(ActionError::BadOuterChecksum(slot));
         }
     }
@@ -697,6 +706,28 @@ fn decap(pkt: &mut PacketBuf, mut meta: OffloadMeta) -> Result<(), ActionError> 
     }
     pkt.meta = meta;
     Ok(())
+}
+
+/// Verifies in software the outer IPv4 header and L4 checksums whose status is `Unknown`
+/// (nothing has checked them: a device that reported nothing, a frame from a capture), and
+/// records the verdicts in `meta`. `Good`, `Bad` and `Partial` statuses are left alone: they are
+/// already known (`Partial`: built locally, the checksum is still to be filled in).
+fn verify_unknown_outer(frame: &[u8], meta: &mut OffloadMeta, cfg: &ParseConfig) {
+    let ip = meta.status(Slot::OuterIp) == CsumStatus::Unknown;
+    let l4 = meta.status(Slot::OuterL4) == CsumStatus::Unknown && !meta.csum_absent(Level::Outer);
+    if !ip && !l4 {
+        return;
+    }
+    DECAP_OUTER_CSUM_CHECKED.inc();
+    let (layout, _) = sluice_wire::parse_partial(frame, cfg);
+    if ip {
+        meta.rx_verdict(Slot::OuterIp, verify::verify_ip(frame, &layout.outer));
+    }
+    if l4 {
+        let udp_tunnel = matches!(meta.tunnel(), Some(TunnelKind::Vxlan | TunnelKind::Geneve));
+        let (verdict, _) = verify::verify_l4(frame, &layout.outer, udp_tunnel);
+        meta.rx_verdict(Slot::OuterL4, verdict);
+    }
 }
 
 #[cfg(test)]

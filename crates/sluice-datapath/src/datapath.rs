@@ -48,7 +48,7 @@ counter!(pub GRO_MERGED_PACKETS, "gro_merged_packets", "packets software GRO bui
 counter!(pub GRO_NOT_MERGEABLE, "gro_not_mergeable", "frames software GRO passed through (not mergeable)");
 
 /// Every datapath counter, for listings before they fire.
-pub static COUNTERS: [&Counter; 15] = [
+pub static COUNTERS: [&Counter; 17] = [
     &DP_POLLS,
     &DP_RX_PACKETS,
     &DP_TX_FRAMES,
@@ -64,6 +64,8 @@ pub static COUNTERS: [&Counter; 15] = [
     &GRO_MERGED_SEGMENTS,
     &GRO_MERGED_PACKETS,
     &GRO_NOT_MERGEABLE,
+    &actions::DECAP_OUTER_CSUM_CHECKED,
+    &actions::DECAP_BAD_OUTER_CSUM,
 ];
 
 /// Registers [`COUNTERS`] (and transmit preparation's) so listings show them at zero.

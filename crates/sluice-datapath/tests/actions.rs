@@ -1337,3 +1337,120 @@ fn scapy_agrees_with_every_action() {
     );
     assert_eq!(stdout.trim(), format!("ok {}", frames.len()));
 }
+
+// ---- checksum truth across decapsulation ----
+
+/// Metadata for `frame` (a tunnel) with the given outer and inner L4 statuses, reached through
+/// the state machine's own events; `None` where no event sequence gives that pair (one
+/// `Partial` slot at most).
+fn with_l4_statuses(frame: &[u8], outer: CsumStatus, inner: CsumStatus) -> Option<OffloadMeta> {
+    let mut m = OffloadMeta::from_layout(&parse_with(frame, &CFG).unwrap());
+    m.rx_verdict(Slot::OuterIp, Verdict::Good);
+    m.rx_verdict(Slot::InnerIp, Verdict::Good);
+    let o = m.offsets();
+    for (slot, status, at, field) in [
+        (Slot::OuterL4, outer, o.outer_l4?, 6),
+        (Slot::InnerL4, inner, o.inner_l4?, 16),
+    ] {
+        match status {
+            CsumStatus::Good => m.rx_verdict(slot, Verdict::Good),
+            CsumStatus::Bad => m.rx_verdict(slot, Verdict::Bad),
+            CsumStatus::Partial => {
+                if m.partial_slot().is_some() {
+                    return None;
+                }
+                m.rx_needs_csum(at, field).unwrap();
+            }
+            CsumStatus::Unknown => {}
+        }
+    }
+    assert_eq!(
+        (m.status(Slot::OuterL4), m.status(Slot::InnerL4)),
+        (outer, inner)
+    );
+    Some(m)
+}
+
+/// Decap of a VXLAN frame (inner TCP) for every outer L4 status (good, bad, partial, unknown)
+/// × inner L4 status, with the outer UDP checksum on the wire right or wrong: a wrong outer
+/// checksum is never passed on — known bad, or unknown and found bad by the software check —
+/// and the inner status crosses unchanged (the decap never makes it `Good`).
+#[test]
+fn decap_never_launders_a_bad_outer_checksum() {
+    let inner = build(Ip::V4, L4::Tcp, &[], &payload(300));
+    let mut p = pkt(&inner, verified_meta(&inner));
+    apply(&mut p, &encap(TunnelKind::Vxlan, Ip::V4, 9, true), &CFG).unwrap();
+    let good_wire = p.frame().to_vec();
+    // Corrupt the outer UDP checksum field only: the inner frame stays intact.
+    let mut bad_wire = good_wire.clone();
+    bad_wire[14 + 20 + 6] ^= 0x5a;
+    assert_eq!(verdicts(&bad_wire).l4, Verdict::Bad);
+    assert_eq!(verdicts(&bad_wire).inner_l4, Verdict::Good);
+    let statuses = [
+        CsumStatus::Good,
+        CsumStatus::Bad,
+        CsumStatus::Partial,
+        CsumStatus::Unknown,
+    ];
+    let mut cells = 0;
+    for wire_ok in [true, false] {
+        let frame = if wire_ok { &good_wire } else { &bad_wire };
+        for outer in statuses {
+            for inner_status in statuses {
+                let Some(m) = with_l4_statuses(frame, outer, inner_status) else {
+                    continue;
+                };
+                cells += 1;
+                let ctx = format!("wire ok {wire_ok}, outer {outer:?}, inner {inner_status:?}");
+                let mut q = pkt(frame, m);
+                let r = apply(&mut q, &Action::Decap, &CFG);
+                let refused =
+                    outer == CsumStatus::Bad || (outer == CsumStatus::Unknown && !wire_ok);
+                if refused {
+                    assert_eq!(
+                        r,
+                        Err(ActionError::BadOuterChecksum(Slot::OuterL4)),
+                        "{ctx}"
+                    );
+                    assert_eq!(q.frame(), &frame[..], "{ctx}: unchanged on refusal");
+                    assert_eq!(q.meta, m, "{ctx}: unchanged on refusal");
+                    continue;
+                }
+                r.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                assert_eq!(q.frame(), &inner[..], "{ctx}");
+                assert_eq!(
+                    q.meta.status(Slot::OuterL4),
+                    inner_status,
+                    "{ctx}: inner status as it was"
+                );
+                assert_eq!(q.meta.status(Slot::OuterIp), CsumStatus::Good, "{ctx}");
+            }
+        }
+    }
+    // 4 × 4 pairs less the one with both partial, for each wire.
+    assert_eq!(cells, 2 * 15);
+}
+
+/// An unknown outer IPv4 header checksum is verified before decap too.
+#[test]
+fn decap_checks_an_unknown_outer_ip_header_checksum() {
+    let inner = build(Ip::V4, L4::Udp, &[], &payload(100));
+    let mut p = pkt(&inner, verified_meta(&inner));
+    apply(&mut p, &encap(TunnelKind::Geneve, Ip::V4, 3, false), &CFG).unwrap();
+    let mut wire = p.frame().to_vec();
+    wire[14 + 10] ^= 0x01; // outer IPv4 header checksum
+    let m = OffloadMeta::from_layout(&parse_with(&wire, &CFG).unwrap());
+    assert_eq!(m.status(Slot::OuterIp), CsumStatus::Unknown);
+    let mut q = pkt(&wire, m);
+    assert_eq!(
+        apply(&mut q, &Action::Decap, &CFG),
+        Err(ActionError::BadOuterChecksum(Slot::OuterIp))
+    );
+    assert_eq!(q.frame(), &wire[..]);
+    // Put right, the same frame decapsulates.
+    wire[14 + 10] ^= 0x01;
+    let m = OffloadMeta::from_layout(&parse_with(&wire, &CFG).unwrap());
+    let mut q = pkt(&wire, m);
+    apply(&mut q, &Action::Decap, &CFG).unwrap();
+    assert_eq!(q.frame(), &inner[..]);
+}

@@ -712,9 +712,16 @@ fn decap(pkt: &mut PacketBuf, mut meta: OffloadMeta, cfg: &ParseConfig) -> Resul
 /// (nothing has checked them: a device that reported nothing, a frame from a capture), and
 /// records the verdicts in `meta`. `Good`, `Bad` and `Partial` statuses are left alone: they are
 /// already known (`Partial`: built locally, the checksum is still to be filled in).
+///
+/// The outer L4 checksum of a packet with a `Partial` slot is not summed: such a packet was built
+/// by a trusted local sender (virtio `NEEDS_CSUM`), its inner checksum field still holds only the
+/// pseudo-header seed, so the bytes cannot verify yet, and Linux likewise treats a
+/// `CHECKSUM_PARTIAL` packet's checksums as valid (`skb_csum_unnecessary`).
 fn verify_unknown_outer(frame: &[u8], meta: &mut OffloadMeta, cfg: &ParseConfig) {
     let ip = meta.status(Slot::OuterIp) == CsumStatus::Unknown;
-    let l4 = meta.status(Slot::OuterL4) == CsumStatus::Unknown && !meta.csum_absent(Level::Outer);
+    let l4 = meta.status(Slot::OuterL4) == CsumStatus::Unknown
+        && !meta.csum_absent(Level::Outer)
+        && meta.partial_slot().is_none();
     if !ip && !l4 {
         return;
     }

@@ -78,6 +78,9 @@ pub struct PortDrops {
     pub rx_invalid: u64,
     /// Received frames dropped: larger than the receive buffer.
     pub rx_truncated: u64,
+    /// Frames the kernel dropped before the port could read them (its socket receive queue was
+    /// full: `AF_PACKET`'s `PACKET_STATISTICS`).
+    pub rx_kernel: u64,
     /// Frames the port failed to send.
     pub tx_errors: u64,
 }

@@ -49,6 +49,15 @@ pub struct AfPacketConfig {
     pub promisc: bool,
 }
 
+/// Counts the kernel keeps for an `AF_PACKET` socket ([`PacketSocket::statistics`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SocketStats {
+    /// Frames offered to the socket (queued or dropped).
+    pub packets: u64,
+    /// Frames dropped because the socket's receive queue was full.
+    pub drops: u64,
+}
+
 /// A VLAN tag as the aux data reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VlanTag {
@@ -166,6 +175,32 @@ impl PacketSocket {
             fd,
             ifindex,
             config: *config,
+        })
+    }
+
+    /// Sets the receive buffer to `bytes` (`SO_RCVBUFFORCE`, which may exceed
+    /// `net.core.rmem_max` for root; `SO_RCVBUF`, capped by it, otherwise). Returns the size the
+    /// kernel reports afterwards (it doubles the value asked for, for its bookkeeping).
+    pub fn set_rcvbuf(&self, bytes: usize) -> io::Result<usize> {
+        let want = libc::c_int::try_from(bytes / 2).unwrap_or(libc::c_int::MAX);
+        if setsockopt(&self.fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &want).is_err() {
+            setsockopt(&self.fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &want)
+                .map_err(|e| with_context(e, "SO_RCVBUF"))?;
+        }
+        let got: libc::c_int = getsockopt(&self.fd, libc::SOL_SOCKET, libc::SO_RCVBUF)
+            .map_err(|e| with_context(e, "getsockopt SO_RCVBUF"))?;
+        Ok(usize::try_from(got).unwrap_or(0))
+    }
+
+    /// The kernel's counts since the last call (`PACKET_STATISTICS`, which resets them): frames
+    /// the socket was offered and frames it dropped because its receive queue was full.
+    pub fn statistics(&self) -> io::Result<SocketStats> {
+        let st: libc::tpacket_stats =
+            getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS)
+                .map_err(|e| with_context(e, "PACKET_STATISTICS"))?;
+        Ok(SocketStats {
+            packets: u64::from(st.tp_packets),
+            drops: u64::from(st.tp_drops),
         })
     }
 
@@ -603,6 +638,28 @@ fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, value: &T)
     } else {
         Ok(())
     }
+}
+
+fn getsockopt<T: Copy>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int) -> io::Result<T> {
+    let mut value = std::mem::MaybeUninit::<T>::zeroed();
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` is writable for `len` bytes, and `len` is a live socklen_t the kernel
+    // updates. The options read here (c_int, tpacket_stats) are plain old data, so the zeroed
+    // or kernel-written bytes are a valid T.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            value.as_mut_ptr().cast::<libc::c_void>(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: zero-initialised, then (partly) written by the kernel: plain old data either way.
+    Ok(unsafe { value.assume_init() })
 }
 
 fn context(what: &str) -> io::Error {

@@ -208,6 +208,8 @@ pub struct PortStatsInfo {
     pub rx_invalid: u64,
     /// Received frames too big for a buffer.
     pub rx_truncated: u64,
+    /// Frames the kernel dropped before the port read them (socket receive queue full).
+    pub rx_kernel_drops: u64,
     /// Receive calls that failed.
     pub rx_errors: u64,
     /// Packets transmit preparation dropped for this egress.
@@ -234,6 +236,7 @@ impl PortStatsInfo {
             rx_action_errors: s.rx_action_errors,
             rx_invalid: s.port.rx_invalid,
             rx_truncated: s.port.rx_truncated,
+            rx_kernel_drops: s.port.rx_kernel,
             rx_errors: s.rx_errors,
             tx_prepare_drops: s.tx_prepare_drops,
             tx_errors: s.tx_errors,

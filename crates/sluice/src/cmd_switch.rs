@@ -457,7 +457,8 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
             + g("rx_dropped_by_rule")
             + g("rx_action_errors")
             + g("rx_invalid")
-            + g("rx_truncated");
+            + g("rx_truncated")
+            + g("rx_kernel_drops");
         let tx_drops = g("tx_prepare_drops") + g("tx_errors");
         println!(
             "{:>4} {:<16} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}",

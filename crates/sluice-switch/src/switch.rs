@@ -270,39 +270,56 @@ impl fmt::Debug for Switch {
     }
 }
 
-/// The ethtool short names operators type (`ethtool -K dev tso off`), mapped to features.
+/// The ethtool short names operators type (`ethtool -K dev tso off`), with the features each
+/// one changes. `gso` has no entry: see [`features_named`].
+const ALIASES: &[(&str, &[Feature])] = &[
+    (
+        "tso",
+        &[
+            Feature::Tso,
+            Feature::Tso6,
+            Feature::TsoEcn,
+            Feature::TsoMangleid,
+        ],
+    ),
+    ("gro", &[Feature::RxGro]),
+    ("sg", &[Feature::TxSg]),
+    (
+        "tx",
+        &[
+            Feature::TxCsumIpv4,
+            Feature::TxCsumGeneric,
+            Feature::TxCsumIpv6,
+            Feature::TxCsumSctp,
+        ],
+    ),
+    ("rx", &[Feature::RxCsum]),
+    ("txvlan", &[Feature::VlanCtagInsert]),
+    ("rxvlan", &[Feature::RxVlanCtagParse]),
+    ("uso", &[Feature::Uso]),
+    ("ufo", &[Feature::Ufo]),
+    ("lro", &[Feature::RxLro]),
+];
+
+/// The features an operator's name stands for: an ethtool short name ([`ALIASES`]) or a long
+/// name (`tx-tcp-segmentation`). Anything else is an error naming it, never a silent no-op.
 fn features_named(name: &str) -> Result<Vec<Feature>, SwitchError> {
-    let long: &[&str] = match name {
-        "tso" => &[
-            "tx-tcp-segmentation",
-            "tx-tcp6-segmentation",
-            "tx-tcp-ecn-segmentation",
-            "tx-tcp-mangleid-segmentation",
-        ],
-        "gso" => &["tx-generic-segmentation"],
-        "gro" => &["rx-gro"],
-        "sg" => &["tx-scatter-gather"],
-        "tx" => &[
-            "tx-checksum-ipv4",
-            "tx-checksum-ip-generic",
-            "tx-checksum-ipv6",
-            "tx-checksum-sctp",
-        ],
-        "rx" => &["rx-checksum"],
-        "txvlan" => &["tx-vlan-hw-insert"],
-        "rxvlan" => &["rx-vlan-hw-parse"],
-        "uso" => &["tx-udp-segmentation"],
-        other => {
-            return other
-                .parse::<Feature>()
-                .map(|f| vec![f])
-                .map_err(|e| SwitchError::NotFound(format!("feature {other:?}: {e}")))
-        }
-    };
-    Ok(long
-        .iter()
-        .filter_map(|n| n.parse::<Feature>().ok())
-        .collect())
+    if let Some((_, features)) = ALIASES.iter().find(|(alias, _)| *alias == name) {
+        return Ok(features.to_vec());
+    }
+    if matches!(name, "gso" | "tx-generic-segmentation") {
+        // Linux's generic segmentation only decides when its software GSO runs; Sluice always
+        // segments in software, at transmit, exactly what the egress device cannot.
+        return Err(SwitchError::NotFound(format!(
+            "feature {name:?}: Sluice has no generic-segmentation switch (software segmentation \
+             always covers what the device cannot do); turn off the device's segmentation \
+             instead: tso, uso, ufo, tx-udp_tnl-segmentation, tx-udp_tnl-csum-segmentation, \
+             tx-gre-segmentation, tx-gre-csum-segmentation, tx-gso-partial"
+        )));
+    }
+    name.parse::<Feature>()
+        .map(|f| vec![f])
+        .map_err(|e| SwitchError::NotFound(format!("feature {name:?}: {e}")))
 }
 
 fn gro_feature() -> Option<Feature> {
@@ -800,4 +817,29 @@ fn spin_until_work(dp: &mut Datapath, busy_poll: Duration) -> bool {
         std::hint::spin_loop();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_alias_names_features_and_gso_is_refused() {
+        for (alias, features) in ALIASES {
+            assert!(!features.is_empty(), "{alias}");
+            assert_eq!(features_named(alias).unwrap(), features.to_vec(), "{alias}");
+        }
+        assert_eq!(
+            features_named("tx-tcp6-segmentation").unwrap(),
+            vec![Feature::Tso6]
+        );
+        for refused in ["gso", "tx-generic-segmentation", "tso4", ""] {
+            let e = features_named(refused).unwrap_err().to_string();
+            assert!(e.contains(&format!("{refused:?}")), "{refused}: {e}");
+        }
+        assert!(features_named("gso")
+            .unwrap_err()
+            .to_string()
+            .contains("tso, uso"));
+    }
 }

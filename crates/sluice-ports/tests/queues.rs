@@ -43,6 +43,24 @@ fn send_flows(ns: &Netns) {
     .unwrap();
 }
 
+/// Gives `ifname` in `ns` the sender's address 10.77.0.1/24 and a static neighbour entry for
+/// 10.77.0.2 (no ARP: only the test's datagrams leave).
+fn address_sender(ns: &Netns, ifname: &str) {
+    ns.run(&["ip", "addr", "add", "10.77.0.1/24", "dev", ifname])
+        .unwrap();
+    let neigh = [
+        "ip",
+        "neigh",
+        "add",
+        "10.77.0.2",
+        "lladdr",
+        PEER_MAC,
+        "dev",
+        ifname,
+    ];
+    ns.run(&neigh).unwrap();
+}
+
 /// The UDP source port of a frame to `DPORT`, if it is one.
 fn flow_of(b: &PacketBuf) -> Option<u16> {
     let f = b.frame();
@@ -117,19 +135,7 @@ fn two_queue_tap_spreads_flows_and_keeps_each_on_one_queue() {
     assert_eq!(queues[0].offloads(), queues[1].offloads());
     assert_eq!(queues[0].device(), queues[1].device());
     let tap = queues[0].ifname().to_string();
-    ns.run(&["ip", "addr", "add", "10.77.0.1/24", "dev", &tap])
-        .unwrap();
-    ns.run(&[
-        "ip",
-        "neigh",
-        "add",
-        "10.77.0.2",
-        "lladdr",
-        PEER_MAC,
-        "dev",
-        &tap,
-    ])
-    .unwrap();
+    address_sender(&ns, &tap);
     ns.link_up(&tap).unwrap();
     ns.wait_link_ready(&tap, Duration::from_secs(5)).unwrap();
     send_flows(&ns);
@@ -175,22 +181,8 @@ fn afpacket_fanout_spreads_flows_and_keeps_each_on_one_socket() {
         format!("fb{}", unique_suffix()),
     );
     let _veth = VethPair::create(&ns_tx, &a, &ns_rx, &b, 1500).unwrap();
-    ns_tx
-        .run(&["ip", "addr", "add", "10.77.0.1/24", "dev", &a])
-        .unwrap();
     // The receiving end has no address: the frames (to a made-up MAC) reach only the sockets.
-    ns_tx
-        .run(&[
-            "ip",
-            "neigh",
-            "add",
-            "10.77.0.2",
-            "lladdr",
-            PEER_MAC,
-            "dev",
-            &a,
-        ])
-        .unwrap();
+    address_sender(&ns_tx, &a);
     let mut ports = ns_rx
         .enter(|| AfPacketPort::open_queues(&b, &AfPacketPortConfig::default(), 2))
         .unwrap()

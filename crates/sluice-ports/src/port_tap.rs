@@ -129,8 +129,11 @@ impl TapPort {
     /// resolved by the first queue and the others attach to the interface it created.
     ///
     /// The kernel picks the queue for each frame it sends through the TAP by the frame's flow
-    /// hash, so the frames of one flow all arrive on one queue (while no queue is added or
-    /// removed). Offloads (`TUNSETOFFLOAD`) belong to the interface, not the queue:
+    /// (a symmetric hash of addresses and ports): the queue that last wrote a frame of the same
+    /// flow (in either direction; remembered for a few seconds, recorded only after the written
+    /// frame was processed), else the hash over the number of queues. So the frames of one flow
+    /// all arrive on one queue, and a thread that writes a flow into its own queue receives the
+    /// flow's answers there too. Offloads (`TUNSETOFFLOAD`) belong to the interface, not the queue:
     /// [`Port::set_feature`] changes them for every queue but only the calling port's [`Device`]
     /// follows, so call it on every queue's port.
     pub fn open_queues(

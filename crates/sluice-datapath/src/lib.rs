@@ -8,6 +8,8 @@
 //!   decapsulation.
 //! - [`datapath`]: the batched loop: receive → GRO (per port) → classify → actions → group by
 //!   egress → transmit preparation for that device → send.
+//! - [`rss`]: software receive-side scaling — which datapath thread a frame belongs to, by a
+//!   hash of its innermost flow ([`Rss`]).
 #![deny(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
@@ -16,7 +18,9 @@ pub mod buf;
 /// The datapath loop.
 pub mod datapath;
 pub mod port;
+pub mod rss;
 
 pub use buf::{BufPool, PacketBuf};
 pub use datapath::{Datapath, DatapathConfig, DatapathError, PortOptions, PortStats};
 pub use port::{MemPort, MemPortHandle, Port, PortDrops, PortError};
+pub use rss::Rss;

@@ -37,6 +37,16 @@ const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
 
+/// `PACKET_FANOUT` socket option.
+const PACKET_FANOUT: libc::c_int = 18;
+/// `PACKET_FANOUT_HASH`: the group member is chosen by the frame's flow hash (`skb_get_hash`).
+const PACKET_FANOUT_HASH: u32 = 0;
+/// `PACKET_FANOUT_FLAG_UNIQUEID`: the kernel picks an unused group id (Linux 4.5+).
+const PACKET_FANOUT_FLAG_UNIQUEID: u32 = 0x2000;
+/// `PACKET_FANOUT_FLAG_IGNORE_OUTGOING`: the group does not see frames this host sends (Linux
+/// 4.20+); a member's own `PACKET_IGNORE_OUTGOING` does not apply inside a group.
+const PACKET_FANOUT_FLAG_IGNORE_OUTGOING: u32 = 0x4000;
+
 /// How to open a [`PacketSocket`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AfPacketConfig {
@@ -416,6 +426,50 @@ impl PacketSocket {
             }
         }
         frame
+    }
+
+    /// Makes this socket the first member of a new `PACKET_FANOUT` group in hash mode
+    /// (`PACKET_FANOUT_HASH`, with an id the kernel picks, not seeing outgoing frames), and
+    /// returns the group id for [`PacketSocket::join_fanout`].
+    ///
+    /// In a hash group the kernel hands each received frame to one member, chosen by the
+    /// frame's flow hash (`skb_get_hash`: addresses, protocol and ports of the outer headers) over
+    /// the current number of members, so the frames of one flow go to one socket while the group
+    /// does not change. Fragments are not reassembled (no `PACKET_FANOUT_FLAG_DEFRAG`): the switch
+    /// forwards what arrives.
+    pub fn create_fanout(&self) -> io::Result<u16> {
+        let arg =
+            (PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_UNIQUEID | PACKET_FANOUT_FLAG_IGNORE_OUTGOING)
+                << 16;
+        setsockopt(&self.fd, libc::SOL_PACKET, PACKET_FANOUT, &arg)
+            .map_err(|e| with_context(e, "PACKET_FANOUT (new hash group)"))?;
+        let mut value: u32 = 0;
+        let mut len = size_of::<u32>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes (the size of `value`) through the
+        // pointer and the new length through `&mut len`; both live for the call.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                PACKET_FANOUT,
+                &mut value as *mut u32 as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            return Err(context("getsockopt PACKET_FANOUT"));
+        }
+        // The low 16 bits are the id; type and flags follow.
+        Ok((value & 0xffff) as u16)
+    }
+
+    /// Joins the `PACKET_FANOUT` hash group `id` made by [`PacketSocket::create_fanout`] on a
+    /// socket bound to the same interface (in the same namespace). Fails (`EINVAL`) when no such
+    /// group exists there or its socket is bound elsewhere.
+    pub fn join_fanout(&self, id: u16) -> io::Result<()> {
+        let arg = u32::from(id) | (PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16;
+        setsockopt(&self.fd, libc::SOL_PACKET, PACKET_FANOUT, &arg)
+            .map_err(|e| with_context(e, &format!("PACKET_FANOUT (join hash group {id})")))
     }
 
     /// Discards every queued frame; returns how many.

@@ -17,6 +17,10 @@
 //! it). VLAN tags the kernel moved out of the frame are put back. The vnet header reports
 //! checksum-partial frames (from a veth peer's stack) and GSO super-frames (from GRO, or a veth
 //! peer's TSO) as the kernel holds them.
+//!
+//! **Queues.** [`AfPacketPort::open_queues`] opens one port per datapath thread on the same
+//! interface, their sockets in one `PACKET_FANOUT` hash group: each flow's frames arrive on one
+//! of them.
 
 use crate::afpacket::{
     AfPacketConfig, PacketSocket, RecvFrame, SendQueue, PACKET_VNET_HDR_LEN, RECV_BATCH,
@@ -87,6 +91,14 @@ impl Default for AfPacketPortConfig {
             rcvbuf: DEFAULT_RCVBUF,
         }
     }
+}
+
+/// Whether a port's socket makes, joins or stays out of a `PACKET_FANOUT` group.
+#[derive(Debug, Clone, Copy)]
+enum Fanout {
+    None,
+    Create,
+    Join(u16),
 }
 
 /// One `ethtool -k` line: a feature Sluice knows, whether it is on and whether it is fixed.
@@ -175,6 +187,8 @@ pub fn afpacket_device(
 #[derive(Debug)]
 pub struct AfPacketPort {
     sock: PacketSocket,
+    /// The `PACKET_FANOUT` group the socket is in (several queues).
+    fanout: Option<u16>,
     ifname: String,
     /// The network namespace the port was opened in (for `ethtool`).
     netns: File,
@@ -197,6 +211,47 @@ impl AfPacketPort {
     /// non-blocking, and reads its features (`ethtool -k`), MTU and GSO limits (`ip -d link`).
     /// Later `ethtool` calls run in the same namespace, from any thread.
     pub fn open(ifname: &str, cfg: &AfPacketPortConfig) -> Result<AfPacketPort, PortError> {
+        Self::open_in_group(ifname, cfg, Fanout::None)
+    }
+
+    /// Opens `queues` ports on `ifname` (0 is taken as 1), one socket each, for one datapath
+    /// thread each. With one queue this is [`AfPacketPort::open`]. With more, the sockets form
+    /// one `PACKET_FANOUT` hash group ([`PacketSocket::create_fanout`]): the kernel hands each
+    /// received frame to one of them by its flow hash, so the frames of a flow all arrive on one
+    /// port, in order. Sending works on every port.
+    ///
+    /// Each port reads the interface's features itself; [`Port::set_feature`] changes the
+    /// interface (shared by all) and the calling port's view: call it on every queue's port, or
+    /// [`AfPacketPort::reread`] on the others.
+    pub fn open_queues(
+        ifname: &str,
+        cfg: &AfPacketPortConfig,
+        queues: usize,
+    ) -> Result<Vec<AfPacketPort>, PortError> {
+        if queues <= 1 {
+            return Ok(vec![Self::open(ifname, cfg)?]);
+        }
+        let first = Self::open_in_group(ifname, cfg, Fanout::Create)?;
+        let id = first.fanout.unwrap_or_default();
+        let mut ports = Vec::with_capacity(queues);
+        ports.push(first);
+        for _ in 1..queues {
+            ports.push(Self::open_in_group(ifname, cfg, Fanout::Join(id))?);
+        }
+        Ok(ports)
+    }
+
+    /// The `PACKET_FANOUT` group id of the port's socket, when it was opened as one of several
+    /// queues.
+    pub fn fanout_group(&self) -> Option<u16> {
+        self.fanout
+    }
+
+    fn open_in_group(
+        ifname: &str,
+        cfg: &AfPacketPortConfig,
+        fanout: Fanout,
+    ) -> Result<AfPacketPort, PortError> {
         let netns = File::open("/proc/thread-self/ns/net")
             .map_err(|e| PortError::io("open /proc/thread-self/ns/net", e))?;
         let scfg = AfPacketConfig {
@@ -222,10 +277,18 @@ impl AfPacketPort {
         };
         sock.set_rcvbuf(cfg.rcvbuf)
             .map_err(|e| PortError::io(format!("receive buffer of AF_PACKET {ifname}"), e))?;
+        let fanout = match fanout {
+            Fanout::None => None,
+            Fanout::Create => Some(sock.create_fanout()),
+            Fanout::Join(id) => Some(sock.join_fanout(id).map(|()| id)),
+        }
+        .transpose()
+        .map_err(|e| PortError::io(format!("PACKET_FANOUT on {ifname}"), e))?;
         let mtu = read_mtu(Some(sock.as_raw_fd()), ifname)
             .map_err(|e| PortError::io(format!("SIOCGIFMTU {ifname}"), e))?;
         let mut port = AfPacketPort {
             sock,
+            fanout,
             ifname: ifname.to_string(),
             netns,
             ethtool: Vec::new(),

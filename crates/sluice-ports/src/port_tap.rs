@@ -122,6 +122,42 @@ impl TapPort {
         })
     }
 
+    /// Opens `queues` queues of the TAP interface `name` (0 is taken as 1), one port each, for
+    /// one datapath thread each. With one queue this is [`TapPort::open`] with `cfg` as given.
+    /// With more, every queue is opened with `IFF_MULTI_QUEUE` (whatever `cfg.multi_queue`
+    /// says), the same 12-byte vnet header and the same offloads; a name pattern (`tap%d`) is
+    /// resolved by the first queue and the others attach to the interface it created.
+    ///
+    /// The kernel picks the queue for each frame it sends through the TAP by the frame's flow
+    /// (a symmetric hash of addresses and ports): the queue that last wrote a frame of the same
+    /// flow (in either direction; remembered for a few seconds, recorded only after the written
+    /// frame was processed), else the hash over the number of queues. So the frames of one flow
+    /// all arrive on one queue, and a thread that writes a flow into its own queue receives the
+    /// flow's answers there too. Offloads (`TUNSETOFFLOAD`) belong to the interface, not the queue:
+    /// [`Port::set_feature`] changes them for every queue but only the calling port's [`Device`]
+    /// follows, so call it on every queue's port.
+    pub fn open_queues(
+        name: &str,
+        cfg: &TapPortConfig,
+        queues: usize,
+    ) -> Result<Vec<TapPort>, PortError> {
+        if queues <= 1 {
+            return Ok(vec![TapPort::open(name, cfg)?]);
+        }
+        let cfg = TapPortConfig {
+            multi_queue: true,
+            ..*cfg
+        };
+        let first = TapPort::open(name, &cfg)?;
+        let actual = first.ifname().to_string();
+        let mut ports = Vec::with_capacity(queues);
+        ports.push(first);
+        for _ in 1..queues {
+            ports.push(TapPort::open(&actual, &cfg)?);
+        }
+        Ok(ports)
+    }
+
     /// The interface name (as the kernel completed it).
     pub fn ifname(&self) -> &str {
         self.tap.name()

@@ -8,8 +8,8 @@
 use sluice_coverage::snapshot;
 use sluice_ports::netns::{unique_suffix, Netns, VethPair};
 use sluice_switch::control::ControlServer;
-use sluice_switch::traffic::{tcp_transfer, udp_transfer};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
+use sluice_testkit::traffic::{tcp_transfer, udp_transfer, TransferReport};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr};
@@ -105,7 +105,7 @@ impl Topo {
         assert!(errors.is_empty(), "rules refused: {errors:#?}");
     }
 
-    fn tcp(&self, secs: u64) -> sluice_switch::traffic::TransferReport {
+    fn tcp(&self, secs: u64) -> TransferReport {
         let r = tcp_transfer(
             &self.b,
             IpAddr::V4(B_ADDR),

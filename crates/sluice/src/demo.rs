@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Each run sends the built-in pseudo-random stream for `--seconds` and verifies every byte
-//! received ([`sluice_switch::traffic`]). The coverage counters that moved during each switch run
+//! received ([`sluice_traffic`]). The coverage counters that moved during each switch run
 //! are printed, since they are what explains the difference between the two (GSO super-frames
 //! passed through whole vs. software segmentation and checksums).
 //!
@@ -25,8 +25,8 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
 use sluice_ports::netns::{run_command, unique_suffix};
 use sluice_ports::{Netns, VethPair};
-use sluice_switch::traffic::{tcp_transfer_with, TransferOptions, TransferReport};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
+use sluice_traffic::{tcp_transfer_with, TransferOptions, TransferReport};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -107,7 +107,8 @@ fn gro_then_device_segmentation_gives_back_the_segments() {
         "software GSO gives back the segments too"
     );
     let j = last_json(&out);
-    assert!(j["counters"]["soft_gso"].as_u64().unwrap_or(0) >= 1, "{j}");
+    // The one merged packet, segmented in software once.
+    assert_eq!(j["counters"]["soft_gso"], 1, "{j}");
     for p in [&input, &handed, &wire] {
         let _ = std::fs::remove_file(p);
     }

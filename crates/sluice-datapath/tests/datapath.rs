@@ -2,15 +2,12 @@
 //! what the egress device lacks, GRO per port (switchable at run time), features changed at run
 //! time, and no buffer allocation in steady state.
 
-#[path = "../../sluice-offload/tests/gro_common/mod.rs"]
-mod gro_common;
-
-use gro_common::{stream, Seg};
 use sluice_datapath::{Datapath, DatapathConfig, MemPort, MemPortHandle, PortOptions};
 use sluice_flow::{parse_rule, BatchMode, FlowTable, PortNames, TableConfig};
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_packet::verify::{verify_frame, Verdict};
 use sluice_packet::{CsumStatus, GsoType, OffloadMeta, Slot};
+use sluice_testkit::segments::{stream, Seg};
 use sluice_wire::ParseConfig;
 
 fn names() -> PortNames {

@@ -12,12 +12,10 @@
 //!
 //! Needs root; fails (never skips) without it.
 
-mod gro_common;
-
-use gro_common::*;
 use sluice_offload::gro::{GroConfig, GroEngine};
 use sluice_packet::{rewrite, CsumStatus, GsoType, OffloadMeta, Slot};
 use sluice_testkit::oracle::{GroOracle, GroOracleConfig};
+use sluice_testkit::segments::*;
 
 /// One output packet in comparable form.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -5,8 +5,7 @@
 //! the bytes — what a device doing its part would put on the wire must verify (and a `Bad`
 //! checksum must still be bad).
 
-#[path = "tx_builder.rs"]
-mod builder;
+use sluice_testkit::tx_frames as builder;
 
 use builder::{packet, Csum, Encap, Ip, L4};
 use sluice_coverage::Counter;

@@ -1,8 +1,7 @@
 //! Named rules of transmit preparation: the stacked-VLAN regression, the envelope rule, VLAN
 //! insertion, linearization instead of segmentation, GSO limits.
 
-#[path = "tx_builder.rs"]
-mod builder;
+use sluice_testkit::tx_frames as builder;
 
 use builder::{packet, Csum, Encap, Ip, L4};
 use sluice_coverage::Counter;

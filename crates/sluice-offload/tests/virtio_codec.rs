@@ -1,8 +1,7 @@
 //! `virtio_net_hdr` codec: byte layouts of v0 / v1 / the 24-byte UDP-tunnel header, the exact
 //! mapping to and from `OffloadMeta`, every refusal, and no panic on arbitrary input.
 
-#[path = "tx_builder.rs"]
-mod builder;
+use sluice_testkit::tx_frames as builder;
 
 use builder::{packet, Csum, Encap, Ip, L4};
 use proptest::prelude::*;

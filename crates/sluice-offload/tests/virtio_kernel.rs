@@ -7,8 +7,7 @@
 //! produced. In both, Sluice decodes the header it sent and the one the kernel produced, against
 //! the frame the kernel returned, into identical metadata.
 
-#[path = "tx_builder.rs"]
-mod builder;
+use sluice_testkit::tx_frames as builder;
 
 use builder::{packet, Csum, Encap, Ip, L4};
 use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_DATA_VALID};

@@ -9,6 +9,11 @@
 //!   of a veth off, set one `ethtool -K` feature, list the features that are on).
 //! - [`frames`]: a `virtio_net_hdr` encoder independent of `sluice-packet`'s codec, and Ethernet /
 //!   IPv4 / IPv6 / TCP / UDP frame builders with correct checksums.
+//! - [`segments`]: [`segments::Seg`], one TCP/UDP segment described field by field (VLANs, IP
+//!   options, IPv6 extension headers, VXLAN/Geneve/GRE around it), for the GRO, datapath and
+//!   `sluice pcap` tests.
+//! - [`tx_frames`]: every encapsulation of the transmit-preparation matrix with an independent
+//!   checksum, and frames with their offload metadata in a chosen checksum state.
 //! - [`wait`]: [`wait_until`], waiting for a condition with a time limit instead of sleeping and
 //!   hoping.
 //! - [`root`]: fail loudly unless running as root.
@@ -21,6 +26,8 @@
 pub mod frames;
 pub mod netns;
 pub mod oracle;
+pub mod segments;
+pub mod tx_frames;
 pub mod wait;
 
 pub use oracle::{GroOracle, GroOracleConfig, GroOutput, GsoOracle, GsoOracleConfig, OracleError};

@@ -2,12 +2,9 @@
 //! segmentation by the egress device gives back the original segments byte for byte; a port
 //! whose device lacks TSO gets them from software GSO; rules decide and drops are counted.
 
-#[path = "../../sluice-offload/tests/gro_common/mod.rs"]
-mod gro_common;
-
 mod pcap_common;
-use gro_common::*;
 use pcap_common::{sluice, write_pcap};
+use sluice_testkit::segments::*;
 use std::path::{Path, PathBuf};
 
 fn tmp(name: &str) -> PathBuf {

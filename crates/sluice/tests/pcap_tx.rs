@@ -1,7 +1,6 @@
 //! `sluice features list` and `sluice pcap tx` as a user runs them.
 
-#[path = "../../sluice-offload/tests/tx_builder.rs"]
-mod builder;
+use sluice_testkit::tx_frames as builder;
 
 use builder::{packet, Csum, Encap, Ip, L4};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};

@@ -52,7 +52,7 @@ struct Names {
 
 impl Topo {
     fn new(hop_mtu: Option<u32>) -> Topo {
-        sluice_ports::require_root().expect("these tests need root");
+        sluice_testkit::root();
         let u = unique_suffix();
         let names = Names {
             ta: format!("sa{u}"),

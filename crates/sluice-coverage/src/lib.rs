@@ -124,6 +124,29 @@ impl Counter {
         let st = state();
         shared.wrapping_add(sum_slot(&st, slot))
     }
+
+    /// What the calling thread alone has added (0 for a counter that never fired), or `None`
+    /// when the counter has no per-thread count (it got no slot: beyond [`MAX_COUNTERS`]).
+    ///
+    /// A test that compares a counter before and after a call on its own thread reads this
+    /// instead of [`Counter::value`]: other tests running at the same time on other threads
+    /// cannot move it.
+    pub fn this_thread(&'static self) -> Option<u64> {
+        let slot = self.slot.load(Ordering::Acquire);
+        if slot == UNREGISTERED {
+            return Some(0);
+        }
+        if slot >= MAX_COUNTERS {
+            return None;
+        }
+        LOCAL
+            .try_with(|l| {
+                l.get()
+                    .and_then(|cells| cells.0.cells.get(slot))
+                    .map_or(0, |c| c.load(Ordering::Relaxed))
+            })
+            .ok()
+    }
 }
 
 struct Block {
@@ -245,6 +268,51 @@ pub fn snapshot() -> Vec<Sample> {
                 name: c.name,
                 help: c.help,
                 value: v,
+            }
+        })
+        .collect()
+}
+
+/// A counter name that no registered counter has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownCounter(pub String);
+
+impl std::fmt::Display for UnknownCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no coverage counter is named {:?}", self.0)
+    }
+}
+
+impl std::error::Error for UnknownCounter {}
+
+/// The value of the counter named `name` in `samples` (a [`snapshot`] or [`deltas`]); an
+/// error, not 0, when none has that name, so a misspelt name cannot read as "did not move".
+pub fn lookup(samples: &[Sample], name: &str) -> Result<u64, UnknownCounter> {
+    samples
+        .iter()
+        .find(|s| s.name == name)
+        .map(|s| s.value)
+        .ok_or_else(|| UnknownCounter(name.to_owned()))
+}
+
+/// The current total of the registered counter named `name` (see [`lookup`]).
+pub fn value_by_name(name: &str) -> Result<u64, UnknownCounter> {
+    lookup(&snapshot(), name)
+}
+
+/// How much each counter of `after` moved since `before` (both from [`snapshot`]), in `after`'s
+/// order, zeros included; a counter registered in between counts from 0.
+pub fn deltas(before: &[Sample], after: &[Sample]) -> Vec<Sample> {
+    after
+        .iter()
+        .map(|a| {
+            let old = before
+                .iter()
+                .find(|b| b.name == a.name)
+                .map_or(0, |b| b.value);
+            Sample {
+                value: a.value.wrapping_sub(old),
+                ..*a
             }
         })
         .collect()

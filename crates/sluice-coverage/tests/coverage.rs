@@ -1,6 +1,9 @@
 //! Concurrency (exact sums across live and exited threads) and the rate math.
 
-use sluice_coverage::{counter, prometheus, register, snapshot, Rates, Sample};
+use sluice_coverage::{
+    counter, deltas, lookup, prometheus, register, snapshot, value_by_name, Rates, Sample,
+    UnknownCounter,
+};
 use std::time::Duration;
 
 counter!(TEST_HITS, "test_hits", "hits from the concurrency test");
@@ -16,6 +19,7 @@ fn threads_sum_exactly_while_running_and_after_exit() {
     const THREADS: u64 = 8;
     const PER: u64 = 100_000;
     let before = TEST_HITS.value();
+    let before_other = TEST_OTHER.value();
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(THREADS as usize + 1));
     let handles: Vec<_> = (0..THREADS)
         .map(|i| {
@@ -42,7 +46,7 @@ fn threads_sum_exactly_while_running_and_after_exit() {
         "exited threads folded"
     );
     // 1 + 2 + … + 8
-    assert!(TEST_OTHER.value() >= 36);
+    assert_eq!(TEST_OTHER.value() - before_other, 36);
 }
 
 #[test]
@@ -96,6 +100,59 @@ fn registered_counters_are_listed_at_zero_and_exported() {
          # TYPE sluice_oversize_drops_total counter\n\
          sluice_oversize_drops_total 7\n"
     );
+}
+
+#[test]
+fn an_unknown_name_is_an_error_not_zero() {
+    counter!(NAMED, "test_named", "looked up by name");
+    register(&[&NAMED]);
+    NAMED.add(5);
+    assert_eq!(value_by_name("test_named"), Ok(5));
+    let e = value_by_name("test_nmaed").unwrap_err();
+    assert_eq!(e, UnknownCounter("test_nmaed".to_owned()));
+    assert_eq!(e.to_string(), "no coverage counter is named \"test_nmaed\"");
+    // The same for a lookup in a snapshot or a set of deltas.
+    let snap = snapshot();
+    assert_eq!(lookup(&snap, "test_named"), Ok(5));
+    assert!(lookup(&snap, "").is_err());
+    assert!(lookup(&[], "test_named").is_err());
+}
+
+#[test]
+fn deltas_cover_every_counter_of_the_later_snapshot() {
+    let s = |name, value| Sample {
+        name,
+        help: "",
+        value,
+    };
+    let before = [s("a", 10), s("b", 7)];
+    let after = [s("a", 15), s("b", 7), s("c", 3)];
+    let d = deltas(&before, &after);
+    assert_eq!(d, vec![s("a", 5), s("b", 0), s("c", 3)]);
+    assert_eq!(
+        lookup(&d, "b"),
+        Ok(0),
+        "a counter that did not move is known"
+    );
+    assert!(lookup(&d, "d").is_err());
+}
+
+#[test]
+fn this_thread_sees_only_its_own_increments() {
+    counter!(MINE, "test_this_thread", "per-thread reads");
+    counter!(FRESH, "test_this_thread_fresh", "never fired");
+    assert_eq!(FRESH.this_thread(), Some(0));
+    let before = MINE.this_thread().unwrap();
+    MINE.add(3);
+    // Another thread's increments move the total, not this thread's count.
+    std::thread::spawn(|| {
+        MINE.add(100);
+        assert_eq!(MINE.this_thread(), Some(100));
+    })
+    .join()
+    .unwrap();
+    assert_eq!(MINE.this_thread().unwrap() - before, 3);
+    assert_eq!(MINE.value(), 103);
 }
 
 fn one(v: u64) -> Vec<Sample> {

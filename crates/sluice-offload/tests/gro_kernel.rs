@@ -1,5 +1,5 @@
 //! Kernel parity for GRO (root): the same bursts go to the running kernel's GRO (a NAPI TAP,
-//! `sluice_ports::oracle::GroOracle`) and to a [`GroEngine`], and the packets that come out must
+//! `sluice_testkit::oracle::GroOracle`) and to a [`GroEngine`], and the packets that come out must
 //! be the same: which frames became one packet (so the payload), the gso type and size, and the
 //! merged headers byte for byte (the kernel's `CHECKSUM_PARTIAL` L4 field is finalized first).
 //!
@@ -12,12 +12,10 @@
 //!
 //! Needs root; fails (never skips) without it.
 
-mod gro_common;
-
-use gro_common::*;
 use sluice_offload::gro::{GroConfig, GroEngine};
 use sluice_packet::{rewrite, CsumStatus, GsoType, OffloadMeta, Slot};
-use sluice_ports::oracle::{GroOracle, GroOracleConfig};
+use sluice_testkit::oracle::{GroOracle, GroOracleConfig};
+use sluice_testkit::segments::*;
 
 /// One output packet in comparable form.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -329,7 +327,7 @@ fn tcp_cases(v6: bool) -> Vec<(String, Vec<Seg>)> {
 }
 
 fn oracle(cfg: GroOracleConfig) -> GroOracle {
-    sluice_ports::require_root().expect("gro_kernel needs root");
+    sluice_testkit::root();
     GroOracle::new(&cfg).expect("building the GRO oracle")
 }
 

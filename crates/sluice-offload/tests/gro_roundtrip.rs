@@ -7,13 +7,11 @@
 //! - under random floods of frames the engine's memory stays bounded;
 //! - burst (zero-copy) mode gives exactly the packets of the copying mode.
 
-mod gro_common;
-
-use gro_common::*;
 use proptest::prelude::*;
 use sluice_offload::gro::{GroBurst, GroConfig, GroEngine};
 use sluice_offload::gso::{self, GsoOutput, GsoParams};
 use sluice_packet::{CsumStatus, GsoType, OffloadMeta, Slot};
+use sluice_testkit::segments::*;
 
 fn seg_strategy() -> impl Strategy<Value = (Seg, usize)> {
     (

@@ -1,11 +1,9 @@
 //! Explicit expectations for every GRO merge rule (TCP over IPv4/IPv6, VLAN stacks, tunnels,
 //! UDP), the flush reasons, checksum states of merged packets and bounded memory.
 
-mod gro_common;
-
-use gro_common::*;
 use sluice_offload::gro::{FlushReason, GroConfig, GroEngine, GroPacket};
 use sluice_packet::{verify::verify_frame, CsumStatus, GsoType, OffloadMeta, Slot};
+use sluice_testkit::segments::*;
 
 fn engine() -> GroEngine {
     GroEngine::new(GroConfig::default())

@@ -1,6 +1,6 @@
 //! Kernel parity: every case of issue 3 is handed to the running kernel's software GSO (TAP with
 //! `IFF_VNET_HDR` → tc mirred → veth with every offload off, captured on the peer; see
-//! `sluice_ports::oracle::GsoOracle`) and to Sluice; the segments must be equal byte for byte.
+//! `sluice_testkit::oracle::GsoOracle`) and to Sluice; the segments must be equal byte for byte.
 //!
 //! Needs root (CI runs as root); without it the test fails with a clear message, it never skips.
 //! The input carries `VIRTIO_NET_HDR_F_NEEDS_CSUM` and the pseudo-header sum in the L4 checksum
@@ -14,7 +14,7 @@ mod build;
 use build::{build, pattern, Ip, Seed, Spec, Tun, L4};
 use sluice_offload::gso::{segment, GsoOutput, GsoParams, OuterCsum};
 use sluice_packet::GsoType;
-use sluice_ports::oracle::{GsoOracle, GsoOracleConfig, OracleError};
+use sluice_testkit::oracle::{GsoOracle, GsoOracleConfig, OracleError};
 use sluice_wire::parse;
 
 const F_NEEDS_CSUM: u8 = 1;

@@ -1,10 +1,10 @@
 //! Named rules of transmit preparation: the stacked-VLAN regression, the envelope rule, VLAN
 //! insertion, linearization instead of segmentation, GSO limits.
 
-#[path = "tx_builder.rs"]
-mod builder;
+use sluice_testkit::tx_frames as builder;
 
 use builder::{packet, Csum, Encap, Ip, L4};
+use sluice_coverage::Counter;
 use sluice_offload::features::{features_for, Device, Feature, Features, PacketShape};
 use sluice_offload::tx::{
     emulate_device, tx_prepare, Actions, DropReason, Tail, TxOutcome, TxOutput, TxPacket,
@@ -13,6 +13,14 @@ use sluice_offload::tx::{
 use sluice_packet::verify::verify_frame;
 use sluice_packet::{OffloadMeta, Verdict};
 use sluice_wire::ParseConfig;
+
+/// What this test's thread added to `counter`: the other tests of this binary run on other
+/// threads at the same time and move the process-wide total, never this.
+fn here(counter: &'static Counter) -> u64 {
+    counter
+        .this_thread()
+        .expect("a per-thread counter (below MAX_COUNTERS)")
+}
 
 /// The field report (NTT stacked-VLAN talk, ibmveth trunk thread): a device with only
 /// IPv4-specific checksum offload was handed double-tagged packets with a partial checksum it
@@ -70,7 +78,7 @@ fn envelope_admits_tags_not_bigger_packets() {
     assert_eq!(tagged.len(), 1522);
     let with = Device::new(Features::NONE).with_mtu(1500).with_envelope(8);
     let without = Device::new(Features::NONE).with_mtu(1500);
-    let before = sluice_offload::tx::OVERSIZE_DROPS.value();
+    let before = here(&sluice_offload::tx::OVERSIZE_DROPS);
     assert!(matches!(
         tx_prepare(&TxPacket::new(&tagged, tm), &with, &mut out),
         TxOutcome::Unchanged { .. }
@@ -103,7 +111,7 @@ fn envelope_admits_tags_not_bigger_packets() {
             "{r:?}"
         );
     }
-    assert_eq!(sluice_offload::tx::OVERSIZE_DROPS.value() - before, 3);
+    assert_eq!(here(&sluice_offload::tx::OVERSIZE_DROPS) - before, 3);
     // An accelerated tag counts as a tag: 1518 + 4 with a 4-byte envelope passes, without fails.
     let (plain, pm) = sized(Encap::Plain, 1500);
     let mut p = TxPacket::new(&plain, pm);
@@ -178,11 +186,11 @@ fn frag_list_is_linearized_when_the_device_can_still_segment() {
         vlan: None,
     };
     let tso = Features::TX_CSUM_GENERIC | Features::TX_SG | Features::TSO;
-    let before = sluice_offload::tx::LINEARIZED.value();
+    let before = here(&sluice_offload::tx::LINEARIZED);
     let r = tx_prepare(&p, &Device::new(tso), &mut out);
     assert_eq!(r.actions(), Actions::LINEARIZE | Actions::HW_GSO, "{r:?}");
     assert_eq!(out.frame(0).unwrap().0, &frame[..], "one copy, same bytes");
-    assert_eq!(sluice_offload::tx::LINEARIZED.value() - before, 1);
+    assert_eq!(here(&sluice_offload::tx::LINEARIZED) - before, 1);
     // With frag-list support the chain goes as it is.
     let r = tx_prepare(&p, &Device::new(tso | Features::TX_FRAGLIST), &mut out);
     assert!(
@@ -239,7 +247,7 @@ fn gso_limits_remove_segmentation() {
         Actions::SOFT_GSO | Actions::HW_CSUM
     );
     // Segments that would not fit the MTU are dropped as oversize, by a device or by software.
-    let before = sluice_offload::tx::OVERSIZE_DROPS.value();
+    let before = here(&sluice_offload::tx::OVERSIZE_DROPS);
     for f in [
         Features::NONE,
         Features::TX_CSUM_GENERIC | Features::TX_SG | Features::TSO6,
@@ -254,7 +262,7 @@ fn gso_limits_remove_segmentation() {
             "{r:?}"
         );
     }
-    assert_eq!(sluice_offload::tx::OVERSIZE_DROPS.value() - before, 2);
+    assert_eq!(here(&sluice_offload::tx::OVERSIZE_DROPS) - before, 2);
     // Segments that exactly fit pass.
     let fit = Device::new(Features::NONE).with_mtu(1060);
     let r = tx_prepare(&TxPacket::new(&frame, meta), &fit, &mut out);

@@ -7,8 +7,7 @@
 //! produced. In both, Sluice decodes the header it sent and the one the kernel produced, against
 //! the frame the kernel returned, into identical metadata.
 
-#[path = "tx_builder.rs"]
-mod builder;
+use sluice_testkit::tx_frames as builder;
 
 use builder::{packet, Csum, Encap, Ip, L4};
 use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_DATA_VALID};
@@ -28,9 +27,7 @@ fn decode(h: &VirtioNetHdr, fmt: HdrFormat, frame: &[u8]) -> OffloadMeta {
 
 #[test]
 fn virtio_net_hdr_round_trip_through_the_kernel() {
-    if let Err(e) = sluice_ports::require_root() {
-        panic!("{e}");
-    }
+    sluice_testkit::root();
     let ns = Netns::create("slvirtio").expect("netns");
     let offloads = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN | TUN_F_USO4 | TUN_F_USO6;
     let tap = ns
@@ -155,9 +152,7 @@ fn virtio_net_hdr_round_trip_through_the_kernel() {
 #[test]
 fn tunnel_header_round_trip_through_a_bridge() {
     use sluice_ports::tap::{TUN_F_UDP_TUNNEL_GSO, TUN_F_UDP_TUNNEL_GSO_CSUM};
-    if let Err(e) = sluice_ports::require_root() {
-        panic!("{e}");
-    }
+    sluice_testkit::root();
     let ns = Netns::create("slvtnl").expect("netns");
     let offloads = TUN_F_CSUM
         | TUN_F_TSO4

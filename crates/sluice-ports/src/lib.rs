@@ -1,9 +1,9 @@
 //! The OS-facing side of Sluice: the only crate that makes system calls and the only one allowed
 //! to use `unsafe` (every block carries a `// SAFETY:` comment).
 //!
-//! - [`netns`]: throw-away network namespaces ([`Netns`]) and veth pairs ([`VethPair`]), for tests
-//!   and for the switch's own integration tests. Everything is named uniquely (pid + counter) and
-//!   removed on drop, also when a test panics.
+//! - [`netns`]: throw-away network namespaces ([`Netns`]) and veth pairs ([`VethPair`]), for
+//!   `sluice demo`, the switch's `AF_PACKET` ports in a namespace, and the tests. Everything is
+//!   named uniquely (pid + counter) and removed on drop, also when a test panics.
 //! - [`tap`]: TAP devices with `virtio_net_hdr` (`IFF_VNET_HDR`, `TUNSETVNETHDRSZ`,
 //!   `TUNSETOFFLOAD` with per-bit fallback) and optionally NAPI ([`Tap`]).
 //! - [`afpacket`]: `AF_PACKET` raw sockets with `PACKET_VNET_HDR` and `PACKET_AUXDATA`; VLAN tags
@@ -14,25 +14,23 @@
 //!   with the interface's `ethtool -k` features as its device.
 //! - [`poll`]: waiting on several ports' descriptors ([`poll::wait_readable`]); [`signal`]: stop
 //!   on `SIGINT`/`SIGTERM` ([`signal::stop_on_signals`]).
-//! - [`oracle`]: the running kernel used as the reference GSO ([`GsoOracle`]) and GRO
-//!   ([`GroOracle`]) implementation for Sluice's kernel-parity tests (method in
-//!   `docs/kernel-oracle.md`).
+//! - [`sched`]: CPU affinity and `SCHED_FIFO` for threads (the system calls of the kernel GRO
+//!   oracle, which itself lives in the dev-only `sluice-testkit` crate).
 //!
 //! Everything here needs root (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN` for `setns`, `CAP_SYS_NICE` for
-//! the GRO oracle's `SCHED_FIFO` writer) and the `ip`, `tc` and `ethtool` programs.
+//! `SCHED_FIFO`) and the `ip`, `tc` and `ethtool` programs.
 
 pub mod afpacket;
 pub mod netns;
-pub mod oracle;
 pub mod poll;
 pub mod port_afpacket;
 pub mod port_tap;
+pub mod sched;
 pub mod signal;
 pub mod tap;
 
 pub use afpacket::{AfPacketConfig, PacketSocket, RecvFrame, VlanTag};
 pub use netns::{Netns, VethPair};
-pub use oracle::{GroOracle, GroOracleConfig, GroOutput, GsoOracle, GsoOracleConfig, OracleError};
 pub use port_afpacket::{AfPacketPort, AfPacketPortConfig};
 pub use port_tap::{work_to_vnet, TapPort, TapPortConfig};
 pub use tap::{Tap, TapConfig};

@@ -1,13 +1,12 @@
 //! AF_PACKET on a veth pair: frames sent at one end arrive at the other, and a VLAN tag that
 //! the kernel moved to the aux data is reinserted with its TPID (root only).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use sluice_ports::afpacket::{AfPacketConfig, PacketSocket, RecvFrame, VlanTag};
 use sluice_ports::{Netns, VethPair};
+use sluice_testkit::frames::*;
+use sluice_testkit::root;
 
 fn recv_incoming(sock: &PacketSocket, buf: &mut [u8]) -> RecvFrame {
     loop {

@@ -1,12 +1,10 @@
 //! Namespaces: creation, commands inside, entering, and cleanup on drop and on panic (root
 //! only).
 
-mod common;
-
 use std::path::Path;
 
-use common::root;
 use sluice_ports::Netns;
+use sluice_testkit::root;
 
 fn exists(name: &str) -> bool {
     Path::new("/run/netns").join(name).exists()

@@ -15,15 +15,10 @@ use sluice_ports::{
     AfPacketConfig, AfPacketPort, AfPacketPortConfig, Netns, PacketSocket, TapPort, TapPortConfig,
     VethPair,
 };
+use sluice_testkit::root;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
-
-fn root() {
-    if let Err(e) = sluice_ports::require_root() {
-        panic!("{e}");
-    }
-}
 
 fn payload(len: usize, seed: u8) -> Vec<u8> {
     (0..len)

@@ -1,13 +1,12 @@
 //! TAP: open, offload probing, and a frame round trip in both directions (root only).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use sluice_ports::afpacket::{AfPacketConfig, PacketSocket};
 use sluice_ports::tap::*;
 use sluice_ports::Netns;
+use sluice_testkit::frames::*;
+use sluice_testkit::root;
 
 #[test]
 fn tap_open_offload_probe_and_round_trip() {

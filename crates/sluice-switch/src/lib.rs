@@ -1,12 +1,11 @@
-//! The Sluice switch: the datapath thread with its TAP and `AF_PACKET` ports ([`switch`]), the
-//! newline-delimited JSON control socket the daemon and CLI speak ([`control`]), and the
-//! built-in traffic generator the demo and end-to-end tests use ([`traffic`]).
+//! The Sluice switch: the datapath thread with its TAP and `AF_PACKET` ports ([`switch`]) and the
+//! newline-delimited JSON control socket the daemon and CLI speak ([`control`]). The traffic
+//! generator the demo and the end-to-end tests use is the `sluice-traffic` crate.
 
 #![deny(unsafe_code)]
 
 pub mod control;
 pub mod switch;
-pub mod traffic;
 
 pub use control::{Client, ControlServer, Request};
 pub use switch::{

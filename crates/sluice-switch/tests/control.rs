@@ -4,12 +4,21 @@
 use serde_json::{json, Value};
 use sluice_switch::control::{Client, ControlServer, Request, CTL_BAD_REQUESTS};
 use sluice_switch::{Switch, SwitchConfig};
+use sluice_testkit::wait_until;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+/// The control counters are process-wide and every test here moves them: the tests run one at a
+/// time so that each can assert exact counts.
+static COUNTERS: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    COUNTERS.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 struct Daemon {
     path: PathBuf,
@@ -60,6 +69,7 @@ fn answer(r: &mut BufReader<UnixStream>) -> Value {
 
 #[test]
 fn garbage_gets_errors_and_the_connection_keeps_working() {
+    let _serial = one_at_a_time();
     let d = Daemon::start("garbage");
     let (mut r, mut w) = d.raw();
     let bad: &[&[u8]] = &[
@@ -84,7 +94,7 @@ fn garbage_gets_errors_and_the_connection_keeps_working() {
         );
         assert!(a["error"].as_str().is_some_and(|e| !e.is_empty()));
     }
-    assert!(CTL_BAD_REQUESTS.value() >= before + bad.len() as u64);
+    assert_eq!(CTL_BAD_REQUESTS.value(), before + bad.len() as u64);
     // The same connection still answers.
     w.write_all(b"{\"cmd\": \"ping\"}\n").expect("write");
     assert_eq!(answer(&mut r), json!({"ok": true, "result": "pong"}));
@@ -92,14 +102,23 @@ fn garbage_gets_errors_and_the_connection_keeps_working() {
 
 #[test]
 fn truncated_requests_are_never_executed() {
+    let _serial = one_at_a_time();
     let d = Daemon::start("trunc");
+    let before = CTL_BAD_REQUESTS.value();
     {
         let (_r, mut w) = d.raw();
         // A valid rule cut off before its newline, then the client goes away.
         w.write_all(b"{\"cmd\": \"flow_add\", \"rules\": [\"prio 1 action drop\"]}")
             .expect("write");
     }
-    std::thread::sleep(Duration::from_millis(300));
+    // The server counts the cut-off request as bad when it sees the end of the stream.
+    wait_until(
+        "the cut-off request to be counted",
+        Duration::from_secs(10),
+        || CTL_BAD_REQUESTS.value() > before,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(CTL_BAD_REQUESTS.value(), before + 1);
     let mut c = Client::connect(&d.path).expect("connect");
     let dump = c.request(&Request::FlowDump {}).expect("dump");
     assert_eq!(dump, json!([]), "the cut-off request was not applied");
@@ -107,6 +126,7 @@ fn truncated_requests_are_never_executed() {
 
 #[test]
 fn errors_name_the_problem() {
+    let _serial = one_at_a_time();
     let d = Daemon::start("errors");
     let mut c = Client::connect(&d.path).expect("connect");
     let e = c
@@ -146,6 +166,7 @@ fn errors_name_the_problem() {
 
 #[test]
 fn an_over_long_line_is_refused_and_the_daemon_survives() {
+    let _serial = one_at_a_time();
     let d = Daemon::start("long");
     let (mut r, mut w) = d.raw();
     let chunk = vec![b'x'; 1 << 20];
@@ -168,6 +189,7 @@ fn an_over_long_line_is_refused_and_the_daemon_survives() {
 
 #[test]
 fn port_add_refuses_unknown_fields() {
+    let _serial = one_at_a_time();
     let d = Daemon::start("portadd");
     let (mut r, mut w) = d.raw();
     w.write_all(b"{\"cmd\": \"port_add\", \"name\": \"x0\", \"kind\": \"tap\", \"gr0\": true}\n")

@@ -5,12 +5,12 @@
 //! The tests run one at a time (a lock): they read the process-wide coverage counters, and two
 //! 2-core TCP transfers at once would only measure each other.
 
-use sluice_coverage::snapshot;
+use sluice_coverage::{deltas, lookup, snapshot, Sample};
 use sluice_ports::netns::{unique_suffix, Netns, VethPair};
 use sluice_switch::control::ControlServer;
-use sluice_switch::traffic::{tcp_transfer, udp_transfer};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
-use std::collections::BTreeMap;
+use sluice_testkit::traffic::{tcp_transfer, udp_transfer, TransferReport};
+use sluice_testkit::wait_until;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::net::UnixStream;
@@ -23,13 +23,13 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 const A_ADDR: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 const B_ADDR: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
 
-fn counters() -> BTreeMap<&'static str, u64> {
-    snapshot().into_iter().map(|s| (s.name, s.value)).collect()
+fn counters() -> Vec<Sample> {
+    snapshot()
 }
 
-fn delta(before: &BTreeMap<&'static str, u64>, name: &str) -> u64 {
-    let now = counters();
-    now.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0)
+/// How much the counter `name` moved since `before`; a name no counter has fails the test.
+fn delta(before: &[Sample], name: &str) -> u64 {
+    lookup(&deltas(before, &snapshot()), name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Two namespaces, each with a TAP port of the switch in it (addressed, up), and optionally a
@@ -52,7 +52,7 @@ struct Names {
 
 impl Topo {
     fn new(hop_mtu: Option<u32>) -> Topo {
-        sluice_ports::require_root().expect("these tests need root");
+        sluice_testkit::root();
         let u = unique_suffix();
         let names = Names {
             ta: format!("sa{u}"),
@@ -105,7 +105,7 @@ impl Topo {
         assert!(errors.is_empty(), "rules refused: {errors:#?}");
     }
 
-    fn tcp(&self, secs: u64) -> sluice_switch::traffic::TransferReport {
+    fn tcp(&self, secs: u64) -> TransferReport {
         let r = tcp_transfer(
             &self.b,
             IpAddr::V4(B_ADDR),
@@ -336,12 +336,20 @@ fn garbage_on_the_control_socket_and_malformed_frames_are_counted_and_forwarding
             .expect("write");
         cut.write_all(n.ta.as_bytes()).expect("write");
         drop(cut);
-        std::thread::sleep(Duration::from_millis(300));
+        // The three garbage lines and the cut-off request; the bad rule is not a bad request.
+        // (The tests of this binary run one at a time, so nothing else moves the counter.)
+        wait_until(
+            "the cut-off request to be counted",
+            Duration::from_secs(10),
+            || sluice_switch::control::CTL_BAD_REQUESTS.value() >= bad_before + 4,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         stop.store(true, Ordering::SeqCst);
     });
     drop(server);
-    assert!(
-        sluice_switch::control::CTL_BAD_REQUESTS.value() >= bad_before + 3,
+    assert_eq!(
+        sluice_switch::control::CTL_BAD_REQUESTS.value(),
+        bad_before + 4,
         "refused requests are counted"
     );
     assert_eq!(
@@ -363,7 +371,16 @@ fn garbage_on_the_control_socket_and_malformed_frames_are_counted_and_forwarding
         }
     })
     .expect("enter a");
-    std::thread::sleep(Duration::from_millis(200));
+    let rx_a = || {
+        let st = t.sw.stats().expect("stats");
+        st.iter().find(|p| p.name == n.ta).expect("a").rx_packets
+    };
+    wait_until(
+        "the garbage frames to reach the switch",
+        Duration::from_secs(10),
+        || rx_a() - a0.rx_packets >= count,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let st1 = t.sw.stats().expect("stats");
     let a1 = st1.iter().find(|p| p.name == n.ta).expect("a");
     let rx = a1.rx_packets - a0.rx_packets;

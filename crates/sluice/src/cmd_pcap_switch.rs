@@ -295,10 +295,7 @@ pub fn run(args: Args) -> Result<()> {
             },
         )?;
     }
-    let before: BTreeMap<&str, u64> = sluice_coverage::snapshot()
-        .into_iter()
-        .map(|s| (s.name, s.value))
-        .collect();
+    let before = sluice_coverage::snapshot();
     while dp.poll_once() > 0 {}
     let mut stats = serde_json::Map::new();
     for (name, &number) in &numbers {
@@ -333,11 +330,10 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let mut counters = serde_json::Map::new();
-    for s in sluice_coverage::snapshot() {
-        let d = s.value - before.get(s.name).copied().unwrap_or(0);
-        if d > 0 {
-            println!("  {:<24} {d}", s.name);
-            counters.insert(s.name.to_string(), d.into());
+    for s in sluice_coverage::deltas(&before, &sluice_coverage::snapshot()) {
+        if s.value > 0 {
+            println!("  {:<24} {}", s.name, s.value);
+            counters.insert(s.name.to_string(), s.value.into());
         }
     }
     if args.json {

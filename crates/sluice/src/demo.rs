@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Each run sends the built-in pseudo-random stream for `--seconds` and verifies every byte
-//! received ([`sluice_switch::traffic`]). The coverage counters that moved during each switch run
+//! received ([`sluice_traffic`]). The coverage counters that moved during each switch run
 //! are printed, since they are what explains the difference between the two (GSO super-frames
 //! passed through whole vs. software segmentation and checksums).
 //!
@@ -23,11 +23,12 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
+use sluice_coverage::Sample;
+use sluice_datapath::datapath::DP_RX_PACKETS;
 use sluice_ports::netns::{run_command, unique_suffix};
 use sluice_ports::{Netns, VethPair};
-use sluice_switch::traffic::{tcp_transfer_with, TransferOptions, TransferReport};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
-use std::collections::BTreeMap;
+use sluice_traffic::{tcp_transfer_with, TransferOptions, TransferReport};
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,8 +92,20 @@ const HOP_MTU: u32 = 1600;
 struct Run {
     label: &'static str,
     report: TransferReport,
-    /// Coverage counters that moved (name → delta), in registration order.
-    counters: Vec<(&'static str, u64)>,
+    /// How much every coverage counter moved (zeros included), in registration order.
+    counters: Vec<Sample>,
+}
+
+impl Run {
+    /// The counters that moved.
+    fn moved(&self) -> impl Iterator<Item = &Sample> {
+        self.counters.iter().filter(|c| c.value != 0)
+    }
+
+    /// How much the counter `name` moved; an error when no counter has that name.
+    fn delta(&self, name: &str) -> Result<u64> {
+        Ok(sluice_coverage::lookup(&self.counters, name)?)
+    }
 }
 
 /// Per port, the features still on after turning everything off (fixed, or refused).
@@ -136,7 +149,7 @@ pub fn run(args: Args) -> Result<()> {
             return Err(e.context("sluice demo failed; everything it created has been removed"))
         }
     };
-    print!("{}", render(&args, &outcome));
+    print!("{}", render(&args, &outcome)?);
     if args.json {
         println!("{}", to_json(&args, &outcome));
     }
@@ -402,14 +415,7 @@ fn measure(
     let before = sluice_coverage::snapshot();
     let report = transfer().with_context(|| format!("the {label} transfer"))?;
     let after = sluice_coverage::snapshot();
-    let old: BTreeMap<&str, u64> = before.iter().map(|s| (s.name, s.value)).collect();
-    let counters = after
-        .iter()
-        .filter_map(|s| {
-            let delta = s.value.wrapping_sub(old.get(s.name).copied().unwrap_or(0));
-            (delta != 0).then_some((s.name, delta))
-        })
-        .collect();
+    let counters = sluice_coverage::deltas(&before, &after);
     progress(&format!(
         "  {label}: {:.2} Gbit/s, {} bytes, {}",
         report.gbps,
@@ -432,7 +438,7 @@ fn ratio(a: f64, b: f64) -> Option<f64> {
 }
 
 /// The human-readable table.
-fn render(args: &Args, o: &Outcome) -> String {
+fn render(args: &Args, o: &Outcome) -> Result<String> {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -455,12 +461,12 @@ fn render(args: &Args, o: &Outcome) -> String {
     {
         // Stream bytes per packet the switch received (both directions, ACKs included): how
         // much work one trip through the datapath does.
+        let rx = r.delta(DP_RX_PACKETS.name())?;
         let per_packet = r
-            .counters
-            .iter()
-            .find(|c| c.0 == "dp_rx_packets")
-            .filter(|c| c.1 > 0)
-            .map_or_else(|| "-".to_string(), |c| (r.report.bytes / c.1).to_string());
+            .report
+            .bytes
+            .checked_div(rx)
+            .map_or_else(|| "-".to_string(), |b| b.to_string());
         let _ = writeln!(
             s,
             "{:<22} {:>8.2} {:>15} {:>9} {:>14}",
@@ -499,29 +505,30 @@ fn render(args: &Args, o: &Outcome) -> String {
         "{:<32} {:>14} {:>14}",
         "coverage counters that moved", "offloads on", "offloads off"
     );
-    let mut names: Vec<&str> = o.on.counters.iter().map(|c| c.0).collect();
-    for (n, _) in &o.off.counters {
-        if !names.contains(n) {
-            names.push(n);
+    let mut names: Vec<&str> = o.on.moved().map(|c| c.name).collect();
+    for c in o.off.moved() {
+        if !names.contains(&c.name) {
+            names.push(c.name);
         }
     }
-    let get = |r: &Run, n: &str| r.counters.iter().find(|c| c.0 == n).map_or(0, |c| c.1);
     for n in names {
         let _ = writeln!(
             s,
             "  {:<30} {:>14} {:>14}",
             n,
-            get(&o.on, n),
-            get(&o.off, n)
+            o.on.delta(n)?,
+            o.off.delta(n)?
         );
     }
-    s
+    Ok(s)
 }
 
+/// Every counter with how much it moved, zeros included, so that a reader looking up a name
+/// that does not exist finds it missing rather than 0.
 fn counters_json(r: &Run) -> Value {
     let mut m = Map::new();
-    for (n, v) in &r.counters {
-        m.insert((*n).to_string(), json!(v));
+    for c in &r.counters {
+        m.insert(c.name.to_string(), json!(c.value));
     }
     Value::Object(m)
 }

@@ -96,7 +96,7 @@ impl Drop for Daemon {
 
 #[test]
 fn daemon_ports_flows_features_counters_and_clean_stop() {
-    sluice_ports::require_root().expect("this test needs root");
+    sluice_testkit::root();
     let t0 = unique("sct0-");
     let t1 = unique("sct1-");
     let d = Daemon::start(&format!(

@@ -9,23 +9,9 @@ use std::process::Command;
 /// kernel sends 1448, so any count of data frames is at least bytes / 1460.
 const MAX_MSS: u64 = 1460;
 
-fn require_root() {
-    // /proc/self/status has the real, effective, saved and fs uids on its `Uid:` line.
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap();
-    assert_eq!(
-        euid, "0",
-        "sluice demo needs root (namespaces, TAP, bridge): run the tests as root (CI does)"
-    );
-}
-
 /// Runs `sluice demo ARGS --json` and returns the parsed last line of stdout.
 fn demo(args: &[&str]) -> Value {
-    require_root();
+    sluice_testkit::root();
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("demo")
         .args(args)
@@ -55,8 +41,12 @@ fn num(v: &Value, path: &[&str]) -> f64 {
         .unwrap_or_else(|| panic!("{} is not a number in {v}", path.join(".")))
 }
 
+/// How much counter `name` moved in `run`; the demo lists every counter, so a name it does not
+/// list is a mistake in the test, not a 0.
 fn counter(v: &Value, run: &str, name: &str) -> u64 {
-    v["counters"][run][name].as_u64().unwrap_or(0)
+    v["counters"][run][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {name:?} in the {run} run of {v}"))
 }
 
 /// What every demo run must show, whatever the hop.

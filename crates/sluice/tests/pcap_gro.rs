@@ -2,13 +2,10 @@
 //! ARP frame and a frame with a bad checksum; checks the merged frames, their order, full
 //! checksums, `OUT.jsonl`, `--udp` and `--batch`.
 
-#[path = "../../sluice-offload/tests/gro_common/mod.rs"]
-mod gro_common;
-
 mod pcap_common;
-use gro_common::*;
 use pcap_common::{sluice, write_pcap};
 use sluice_packet::verify::{verify_frame, Verdict};
+use sluice_testkit::segments::*;
 use std::path::{Path, PathBuf};
 
 fn tmp(name: &str) -> PathBuf {

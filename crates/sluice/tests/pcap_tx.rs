@@ -1,20 +1,18 @@
 //! `sluice features list` and `sluice pcap tx` as a user runs them.
 
-#[path = "../../sluice-offload/tests/tx_builder.rs"]
-mod builder;
+mod pcap_common;
 
 use builder::{packet, Csum, Encap, Ip, L4};
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
-use pcap_file::DataLink;
+use pcap_common::{sluice, write_pcap};
 use serde_json::Value;
 use sluice_packet::verify::verify_frame;
 use sluice_packet::Verdict;
+use sluice_testkit::tx_frames as builder;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::Duration;
+use std::process::Output;
 
 fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("sluice-tx-{}-{name}", std::process::id()))
+    pcap_common::tmp("tx", name)
 }
 
 /// Removes this process's files of one test (`sluice-tx-PID-TAG-*`) when dropped, panic or not.
@@ -33,38 +31,8 @@ impl Drop for Cleanup {
     }
 }
 
-fn sluice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("run sluice")
-}
-
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let f = std::fs::File::create(path).unwrap();
-    let hdr = PcapHeader {
-        datalink: DataLink::ETHERNET,
-        snaplen: 65535,
-        ..PcapHeader::default()
-    };
-    let mut w = PcapWriter::with_header(f, hdr).unwrap();
-    for (i, d) in frames.iter().enumerate() {
-        w.write_packet(&PcapPacket::new(
-            Duration::from_secs(i as u64),
-            d.len() as u32,
-            d,
-        ))
-        .unwrap();
-    }
-}
-
 fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        out.push(p.unwrap().data.into_owned());
-    }
-    out
+    pcap_common::read_pcap_with(path, false)
 }
 
 fn counters(out: &Output) -> Value {

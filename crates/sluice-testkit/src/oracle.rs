@@ -25,9 +25,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::afpacket::{AfPacketConfig, PacketSocket, VLAN_HEADROOM};
-use crate::netns::{self, Netns, VethPair};
-use crate::tap::{Tap, TapConfig, TUN_F_ALL};
+use crate::netns::{disable_all_offloads, set_feature};
+use sluice_ports::afpacket::{AfPacketConfig, PacketSocket, VLAN_HEADROOM};
+use sluice_ports::netns::{unique_suffix, Netns, VethPair};
+use sluice_ports::sched::{last_allowed_cpu, pin_to_cpu, set_fifo};
+use sluice_ports::tap::{Tap, TapConfig, TUN_F_ALL};
 
 /// Ethertype of the sentinel frame (IEEE 802 local experimental ethertype 1).
 pub const SENTINEL_ETHERTYPE: u16 = 0x88b6;
@@ -126,7 +128,7 @@ impl GsoOracle {
     /// Builds the two namespaces, the TAP, the tc redirect, the veth pair (MTU 65535, every
     /// offload off, GRO/LRO off on the capturing end) and the capture socket.
     pub fn new(config: &GsoOracleConfig) -> io::Result<GsoOracle> {
-        crate::require_root()?;
+        sluice_ports::require_root()?;
         let ns_tap = Netns::create("slgso")?;
         let ns_capture = Netns::create("slgsocap")?;
         let tap_name = "sgtap";
@@ -137,9 +139,9 @@ impl GsoOracle {
         };
         let tap = ns_tap.enter(|| Tap::open(tap_name, &tap_config))??;
         let veth = VethPair::create(&ns_tap, "sgv0", &ns_capture, "sgv1", 65535)?;
-        let veth_features_on = netns::disable_all_offloads(&ns_tap, veth.a())?;
+        let veth_features_on = disable_all_offloads(&ns_tap, veth.a())?;
         // The capturing end must not re-merge what the kernel segmented.
-        netns::disable_all_offloads(&ns_capture, veth.b())?;
+        disable_all_offloads(&ns_capture, veth.b())?;
         ns_tap.run(&["tc", "qdisc", "add", "dev", tap_name, "clsact"])?;
         ns_tap.run(&[
             "tc",
@@ -270,7 +272,7 @@ impl GroOracle {
     /// Builds the namespace, the NAPI TAP with threaded NAPI pinned to one CPU, the optional
     /// UDP-GRO forwarding and VXLAN device, and the capture socket on the TAP.
     pub fn new(config: &GroOracleConfig) -> io::Result<GroOracle> {
-        crate::require_root()?;
+        sluice_ports::require_root()?;
         let ns = Netns::create("slgro")?;
         let name = gro_tap_name();
         let tap_config = TapConfig {
@@ -286,11 +288,11 @@ impl GroOracle {
             &format!("echo 1 > /sys/class/net/{name}/threaded"),
         ])?;
         let napi_pid = find_napi_thread(&name)?;
-        let cpu = pick_cpu()?;
-        set_affinity(napi_pid, cpu)?;
+        let cpu = last_allowed_cpu()?;
+        pin_to_cpu(napi_pid, cpu)?;
         set_fifo(napi_pid, NAPI_PRIORITY)?;
         if config.udp_gro_forwarding {
-            netns::set_feature(&ns, &name, "rx-udp-gro-forwarding", true)?;
+            set_feature(&ns, &name, "rx-udp-gro-forwarding", true)?;
         }
         if config.vxlan {
             ns.run(&[
@@ -402,7 +404,7 @@ impl GroOracle {
         // The writer reports how many frames it queued and how it ended.
         let (queued, written) = std::thread::scope(|scope| {
             let writer = scope.spawn(move || -> (usize, Result<(), OracleError>) {
-                if let Err(e) = set_affinity(0, cpu).and_then(|()| set_fifo(0, WRITER_PRIORITY)) {
+                if let Err(e) = pin_to_cpu(0, cpu).and_then(|()| set_fifo(0, WRITER_PRIORITY)) {
                     return (0, Err(e.into()));
                 }
                 for (n, (h, (_, frame))) in headers.iter().zip(inputs).enumerate() {
@@ -515,7 +517,7 @@ fn collect_until_sentinel(
 
 /// A TAP name whose `napi/NAME-ID` thread name is unique and fits the kernel's 15-byte `comm`.
 fn gro_tap_name() -> String {
-    format!("g{}", netns::unique_suffix())
+    format!("g{}", unique_suffix())
 }
 
 /// Finds the `napi/NAME-ID` kernel thread of the TAP `name` (it appears when NAPI is made
@@ -554,70 +556,12 @@ fn find_napi_thread(name: &str) -> io::Result<i32> {
     }
 }
 
-/// The last CPU this process may run on.
-fn pick_cpu() -> io::Result<usize> {
-    // SAFETY: cpu_set_t is plain old data; all-zero is valid.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed, written by the kernel.
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    (0..libc::CPU_SETSIZE as usize)
-        .rev()
-        // SAFETY: `cpu` is below CPU_SETSIZE, so CPU_ISSET stays inside `set`.
-        .find(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .ok_or_else(|| io::Error::other("empty CPU affinity"))
-}
-
-/// Pins thread `tid` (0: the calling thread) to `cpu`.
-fn set_affinity(tid: i32, cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain old data; all-zero is valid.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "CPU number too large",
-        ));
-    }
-    // SAFETY: `cpu` is below CPU_SETSIZE, so CPU_SET stays inside `set`.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed; the kernel only reads it.
-    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("sched_setaffinity({tid}, cpu {cpu}): {e}"),
-        ));
-    }
-    Ok(())
-}
-
 /// `SCHED_FIFO` priority of the burst writer.
 const WRITER_PRIORITY: i32 = 10;
 /// `SCHED_FIFO` priority of the NAPI thread: below the writer, so it cannot poll before the burst
 /// is written, but above every normal task, so a busy CPU cannot starve it (as a normal task it
 /// was observed runnable yet not running for over 10 s on a loaded CPU).
 const NAPI_PRIORITY: i32 = 5;
-
-/// Makes thread `tid` (0: the calling thread) `SCHED_FIFO` with `priority`.
-fn set_fifo(tid: i32, priority: i32) -> io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
-    // SAFETY: `param` is a valid sched_param for the duration of the call.
-    let rc = unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("SCHED_FIFO {priority} for thread {tid}: {e}"),
-        ));
-    }
-    Ok(())
-}
 
 /// The napi thread's status: whether it is asleep (`S`) and its `voluntary_ctxt_switches`.
 fn napi_status(pid: i32) -> io::Result<(bool, u64)> {
@@ -662,7 +606,7 @@ mod tests {
 
     #[test]
     fn errors_display_their_cause() {
-        let e = OracleError::Refused(libc::EINVAL);
+        let e = OracleError::Refused(22); // EINVAL
         assert!(e.to_string().contains("refused"), "{e}");
         assert!(OracleError::Timeout.to_string().contains("sentinel"));
     }

@@ -1,36 +1,45 @@
-//! Helpers shared by the root-only tests: a tiny `virtio_net_hdr` encoder (deliberately not the
-//! real codec in `sluice-packet`, so these tests do not depend on it) and frame builders.
-#![allow(dead_code)]
+//! Frame fixtures for the tests that talk to the kernel: a tiny `virtio_net_hdr` encoder
+//! (deliberately not the real codec in `sluice-packet`, so the tests of that codec and of the
+//! ports do not check it against itself) and Ethernet / IPv4 / IPv6 / TCP / UDP builders.
+//!
+//! The builders are test code: they index and panic on input a test would never pass.
 
 use sluice_packet::verify::{verify_frame, Verdict};
 
+/// `VIRTIO_NET_HDR_F_NEEDS_CSUM`.
 pub const F_NEEDS_CSUM: u8 = 1;
+/// `VIRTIO_NET_HDR_F_DATA_VALID`.
 pub const F_DATA_VALID: u8 = 2;
+/// `VIRTIO_NET_HDR_GSO_NONE`.
 pub const GSO_NONE: u8 = 0;
+/// `VIRTIO_NET_HDR_GSO_TCPV4`.
 pub const GSO_TCPV4: u8 = 1;
+/// `VIRTIO_NET_HDR_GSO_UDP` (UFO).
 pub const GSO_UDP: u8 = 3;
+/// `VIRTIO_NET_HDR_GSO_TCPV6`.
 pub const GSO_TCPV6: u8 = 4;
+/// `VIRTIO_NET_HDR_GSO_UDP_L4` (USO).
 pub const GSO_UDP_L4: u8 = 5;
-
-/// Fails the test with a clear message unless running as root.
-pub fn root() {
-    if let Err(e) = sluice_ports::require_root() {
-        panic!("{e}");
-    }
-}
 
 /// A `virtio_net_hdr` (little endian), `len` 10 or 12 (v1: `num_buffers` = 0) or 24.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VnetHdr {
+    /// `flags` (`F_NEEDS_CSUM`, `F_DATA_VALID`).
     pub flags: u8,
+    /// `gso_type` (`GSO_*`, optionally with the ECN bit 0x80).
     pub gso_type: u8,
+    /// `hdr_len`.
     pub hdr_len: u16,
+    /// `gso_size`.
     pub gso_size: u16,
+    /// `csum_start`.
     pub csum_start: u16,
+    /// `csum_offset`.
     pub csum_offset: u16,
 }
 
 impl VnetHdr {
+    /// The header as `len` bytes (10, 12 or 24); the bytes after the first 10 are zero.
     pub fn encode(&self, len: usize) -> Vec<u8> {
         let mut h = vec![0u8; len];
         h[0] = self.flags;
@@ -42,6 +51,7 @@ impl VnetHdr {
         h
     }
 
+    /// Reads the first 10 bytes of `h`.
     pub fn decode(h: &[u8]) -> VnetHdr {
         let u = |i: usize| u16::from_le_bytes([h[i], h[i + 1]]);
         VnetHdr {
@@ -55,9 +65,13 @@ impl VnetHdr {
     }
 }
 
+/// Source MAC of the built frames.
 pub const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+/// Destination MAC of the built frames.
 pub const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
+/// Source IPv4 address of the built packets.
 pub const IP_A: [u8; 4] = [192, 0, 2, 1];
+/// Destination IPv4 address of the built packets.
 pub const IP_B: [u8; 4] = [198, 51, 100, 1];
 
 /// Deterministic payload bytes.
@@ -77,37 +91,11 @@ pub fn tcp4_frame(seq: u32, ip_id: u16, data: &[u8], partial: bool) -> Vec<u8> {
 /// `partial`: the TCP checksum field holds the pseudo-header sum (for NEEDS_CSUM); otherwise the
 /// full checksum. The IPv4 header checksum is always right.
 pub fn tcp4_frame_flags(seq: u32, ip_id: u16, flags: u8, data: &[u8], partial: bool) -> Vec<u8> {
-    let tcp_len = 20 + data.len();
-    let ip_len = 20 + tcp_len;
-    let mut f = Vec::with_capacity(14 + ip_len);
-    f.extend_from_slice(&MAC_B);
-    f.extend_from_slice(&MAC_A);
-    f.extend_from_slice(&0x0800u16.to_be_bytes());
-    // IPv4
-    f.extend_from_slice(&[0x45, 0]);
-    f.extend_from_slice(&(ip_len as u16).to_be_bytes());
-    f.extend_from_slice(&ip_id.to_be_bytes());
-    f.extend_from_slice(&[0x40, 0, 64, 6, 0, 0]);
-    f.extend_from_slice(&IP_A);
-    f.extend_from_slice(&IP_B);
-    let ip_csum = sluice_checksum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&ip_csum.to_be_bytes());
-    // TCP
-    f.extend_from_slice(&40000u16.to_be_bytes());
-    f.extend_from_slice(&5001u16.to_be_bytes());
-    f.extend_from_slice(&seq.to_be_bytes());
-    f.extend_from_slice(&1u32.to_be_bytes());
-    f.extend_from_slice(&[0x50, flags]);
-    f.extend_from_slice(&65535u16.to_be_bytes());
-    f.extend_from_slice(&[0, 0, 0, 0]);
-    f.extend_from_slice(data);
-    let pseudo = sluice_checksum::pseudo::ipv4(IP_A, IP_B, 6, tcp_len as u16);
-    let l4 = if partial {
-        pseudo
-    } else {
-        !sluice_checksum::sum_from(pseudo, &f[34..])
-    };
-    f[50..52].copy_from_slice(&l4.to_be_bytes());
+    let mut f = ether(
+        0x0800,
+        &ipv4_packet(6, ip_id, &tcp_segment(seq, flags, data)),
+    );
+    fill_l4_checksum(&mut f, 14, partial);
     f
 }
 
@@ -141,10 +129,13 @@ pub fn tagged(frame: &[u8], tpid: u16, tci: u16) -> Vec<u8> {
     f
 }
 
+/// Source IPv6 address of the built packets.
 pub const IP6_A: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+/// Destination IPv6 address of the built packets.
 pub const IP6_B: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
-/// An L4 header plus payload with a zero checksum field.
+/// A TCP header (ports 40000 → 5001, ack 1, 20 bytes, window 65535) plus payload with a zero
+/// checksum field.
 pub fn tcp_segment(seq: u32, flags: u8, data: &[u8]) -> Vec<u8> {
     let mut t = Vec::with_capacity(20 + data.len());
     t.extend_from_slice(&40000u16.to_be_bytes());

@@ -1,9 +1,8 @@
 //! The kernel's software GSO as an oracle: smoke tests (root only).
 
-mod common;
-
-use common::*;
-use sluice_ports::oracle::{GsoOracle, GsoOracleConfig, OracleError};
+use sluice_testkit::frames::*;
+use sluice_testkit::oracle::{GsoOracle, GsoOracleConfig, OracleError};
+use sluice_testkit::root;
 
 fn tcp4_super_packet(len: usize) -> (VnetHdr, Vec<u8>, Vec<u8>) {
     let data = payload(len, 7);

@@ -1,5 +1,6 @@
 //! A built-in sender and receiver of real kernel TCP and UDP traffic between two network
-//! namespaces, for `sluice demo` and the switch's end-to-end tests (no iperf needed).
+//! namespaces, for `sluice demo` and the switch's end-to-end tests (no iperf needed). The tests
+//! reach it through `sluice_testkit::traffic`; the demo, a product command, depends on it directly.
 //!
 //! Whatever connects the two namespaces (the switch, a veth pair, a bridge) carries a
 //! deterministic pseudo-random byte stream: a fixed block of [`BLOCK_LEN`] bytes (a prime, so the
@@ -17,6 +18,8 @@
 //! transfer fail with an [`io::Error`] naming the step (connect, accept, send, receive) instead
 //! of hanging. An optional stop flag (e.g. the one `SIGINT` sets) interrupts a transfer with
 //! [`io::ErrorKind::Interrupted`].
+
+#![deny(unsafe_code)]
 
 use serde::Serialize;
 use sluice_ports::netns::Netns;

@@ -3,7 +3,7 @@
 
 use sluice_ports::netns::unique_suffix;
 use sluice_ports::{require_root, Netns, VethPair};
-use sluice_switch::traffic::{
+use sluice_traffic::{
     tcp_transfer, tcp_transfer_with, udp_transfer, TransferOptions, UDP_MAX_DATAGRAM,
 };
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

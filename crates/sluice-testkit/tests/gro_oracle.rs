@@ -1,9 +1,8 @@
 //! The kernel's GRO as an oracle: smoke tests (root only).
 
-mod common;
-
-use common::*;
-use sluice_ports::oracle::{GroOracle, GroOracleConfig};
+use sluice_testkit::frames::*;
+use sluice_testkit::oracle::{GroOracle, GroOracleConfig};
+use sluice_testkit::root;
 
 fn segments(n: usize, mss: usize) -> (Vec<Vec<u8>>, Vec<u8>) {
     let data = payload(n * mss, 9);
@@ -124,7 +123,7 @@ fn udp4_datagrams(n: usize, len: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn summary(out: &[sluice_ports::GroOutput]) -> Vec<(usize, VnetHdr)> {
+fn summary(out: &[sluice_testkit::GroOutput]) -> Vec<(usize, VnetHdr)> {
     out.iter()
         .map(|o| (o.frame.len(), VnetHdr::decode(&o.vnet_hdr)))
         .collect()
@@ -215,17 +214,17 @@ fn gro_oracle_reports_refused_writes_and_keeps_working() {
     .encode(12);
     let zero = [0u8; 12];
     match oracle.coalesce_with_headers(&[(&bad, &frames[0])]) {
-        Err(sluice_ports::OracleError::Refused(e)) => assert_eq!(e, libc::EINVAL),
+        Err(sluice_testkit::OracleError::Refused(e)) => assert_eq!(e, libc::EINVAL),
         other => panic!("expected Refused(EINVAL), got {other:?}"),
     }
     // Refused after one queued frame.
     assert!(matches!(
         oracle.coalesce_with_headers(&[(&zero, &frames[0]), (&bad, &frames[1])]),
-        Err(sluice_ports::OracleError::Refused(_))
+        Err(sluice_testkit::OracleError::Refused(_))
     ));
     assert!(matches!(
         oracle.coalesce(&vec![&frames[0][..]; 65]),
-        Err(sluice_ports::OracleError::Invalid(_))
+        Err(sluice_testkit::OracleError::Invalid(_))
     ));
     let refs: Vec<&[u8]> = frames.iter().map(|f| &f[..]).collect();
     let out = oracle.coalesce(&refs).unwrap();

@@ -1,24 +1,34 @@
-//! Test frames for the transmit-preparation tests: every encapsulation of the matrix, built byte
-//! by byte with an independent checksum implementation. Included by the `tx_*` and `virtio_*`
-//! tests with `#[path]`; as a test target of its own it only checks itself.
-#![allow(dead_code, missing_docs)]
+//! Test frames for the transmit-preparation tests (`sluice-offload`'s `tx_*` and `virtio_*`,
+//! `sluice pcap tx`): every encapsulation of the matrix, built byte by byte with an independent
+//! checksum implementation ([`ocsum`]), and [`packet`], a frame with its `OffloadMeta` in a
+//! chosen checksum state.
+//!
+//! Test code: the builders panic on combinations a test would never ask for.
 
 use sluice_packet::rewrite::seed_partial;
 use sluice_packet::verify::verify_frame;
 use sluice_packet::{GsoType, Level, OffloadMeta};
 use sluice_wire::Layout;
 
+/// What is around the IP packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encap {
+    /// Ethernet only.
     Plain,
+    /// One 802.1Q tag (VID 100).
     Tag1,
+    /// 802.1ad (VID 100) outside 802.1Q (VID 101).
     Tag2,
+    /// VXLAN (VNI 42) over IP/UDP with an outer UDP checksum.
     Vxlan,
+    /// Geneve (VNI 42) over IP/UDP with a zero outer UDP checksum.
     Geneve,
+    /// GRE (no key) carrying the IP packet.
     Gre,
 }
 
 impl Encap {
+    /// Every encapsulation.
     pub const ALL: [Encap; 6] = [
         Encap::Plain,
         Encap::Tag1,
@@ -27,9 +37,11 @@ impl Encap {
         Encap::Geneve,
         Encap::Gre,
     ];
+    /// VXLAN, Geneve or GRE.
     pub fn tunnelled(self) -> bool {
         matches!(self, Encap::Vxlan | Encap::Geneve | Encap::Gre)
     }
+    /// How many VLAN tags the frame carries.
     pub fn tags(self) -> usize {
         match self {
             Encap::Tag1 => 1,
@@ -39,27 +51,39 @@ impl Encap {
     }
 }
 
+/// The (innermost) IP version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ip {
+    /// IPv4.
     V4,
+    /// IPv6.
     V6,
 }
 
+/// The (innermost) transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum L4 {
+    /// TCP.
     Tcp,
+    /// UDP.
     Udp,
 }
 
+/// The checksum state [`packet`] puts the frame and its metadata in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Csum {
+    /// `NEEDS_CSUM`: the L4 field holds the pseudo-header sum.
     Partial,
+    /// Verified good.
     Good,
+    /// The L4 checksum is wrong, and verified so.
     Bad,
+    /// Nothing known (correct bytes, never verified).
     Unknown,
 }
 
 impl Csum {
+    /// Every state.
     pub const ALL: [Csum; 4] = [Csum::Partial, Csum::Good, Csum::Bad, Csum::Unknown];
 }
 
@@ -85,9 +109,13 @@ pub fn ocsum(parts: &[&[u8]]) -> u16 {
     acc as u16
 }
 
+/// Inner IPv4 source.
 pub const V4_SRC: [u8; 4] = [192, 0, 2, 1];
+/// Inner IPv4 destination.
 pub const V4_DST: [u8; 4] = [192, 0, 2, 2];
+/// Inner IPv6 source.
 pub const V6_SRC: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+/// Inner IPv6 destination.
 pub const V6_DST: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
 fn pseudo(ip: Ip, proto: u8, len: usize, outer: bool) -> Vec<u8> {
@@ -115,7 +143,8 @@ fn pseudo(ip: Ip, proto: u8, len: usize, outer: bool) -> Vec<u8> {
 }
 
 /// An IP packet (header + L4 header + payload) with correct checksums; `outer` picks the
-/// tunnel endpoint addresses. `l4_bytes` is the complete L4 segment with a zero checksum field.
+/// tunnel endpoint addresses. `l4` is the complete L4 segment with a zero checksum field at
+/// `csum_field` (`None`: no L4 checksum to fill).
 pub fn ip_packet(
     ip: Ip,
     proto: u8,
@@ -165,10 +194,13 @@ pub fn ip_packet(
     h
 }
 
+/// `n` deterministic payload bytes.
 pub fn payload(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 7 + 3) as u8).collect()
 }
 
+/// A TCP (12345 → 80, ACK|PSH) or UDP (12345 → 53) header plus `data`, with a zero checksum:
+/// (IP protocol, bytes, offset of the checksum field).
 pub fn l4_segment(l4: L4, data: &[u8]) -> (u8, Vec<u8>, usize) {
     match l4 {
         L4::Tcp => {
@@ -250,6 +282,7 @@ pub fn frame(encap: Encap, ip: Ip, l4: L4, payload_len: usize) -> Vec<u8> {
     }
 }
 
+/// The level of the innermost headers: inner for a tunnelled packet, else outer.
 pub fn innermost_level(meta: &OffloadMeta) -> Level {
     if meta.tunnel().is_some() {
         Level::Inner
@@ -297,19 +330,24 @@ pub fn packet(
     (f, meta, layout)
 }
 
-#[test]
-fn builder_frames_verify() {
-    use sluice_packet::Verdict;
-    for encap in Encap::ALL {
-        for ip in [Ip::V4, Ip::V6] {
-            for l4 in [L4::Tcp, L4::Udp] {
-                let f = frame(encap, ip, l4, 101);
-                let layout = sluice_wire::parse(&f).unwrap();
-                assert_eq!(layout.tunnel.is_some(), encap.tunnelled(), "{encap:?}");
-                assert_eq!(layout.outer.vlans.len(), encap.tags());
-                let v = verify_frame(&f, &layout);
-                let l4v = if encap.tunnelled() { v.inner_l4 } else { v.l4 };
-                assert_eq!(l4v, Verdict::Good, "{encap:?} {ip:?} {l4:?}: {v:?}");
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_frames_verify() {
+        use sluice_packet::Verdict;
+        for encap in Encap::ALL {
+            for ip in [Ip::V4, Ip::V6] {
+                for l4 in [L4::Tcp, L4::Udp] {
+                    let f = frame(encap, ip, l4, 101);
+                    let layout = sluice_wire::parse(&f).unwrap();
+                    assert_eq!(layout.tunnel.is_some(), encap.tunnelled(), "{encap:?}");
+                    assert_eq!(layout.outer.vlans.len(), encap.tags());
+                    let v = verify_frame(&f, &layout);
+                    let l4v = if encap.tunnelled() { v.inner_l4 } else { v.l4 };
+                    assert_eq!(l4v, Verdict::Good, "{encap:?} {ip:?} {l4:?}: {v:?}");
+                }
             }
         }
     }

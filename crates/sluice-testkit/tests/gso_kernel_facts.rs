@@ -1,10 +1,9 @@
 //! What this kernel's GSO accepts, refuses and produces, checked through the oracle (root only).
 //! These are the facts docs/kernel-oracle.md lists; parity tests rely on them.
 
-mod common;
-
-use common::*;
-use sluice_ports::oracle::{GsoOracle, GsoOracleConfig, OracleError};
+use sluice_testkit::frames::*;
+use sluice_testkit::oracle::{GsoOracle, GsoOracleConfig, OracleError};
+use sluice_testkit::root;
 
 /// What a case must give.
 enum Want {

@@ -1,68 +1,124 @@
-//! Frame builders shared by the GRO tests: TCP/UDP segments over IPv4/IPv6, VLAN stacks, IP
-//! options, IPv6 extension headers and VXLAN/Geneve/GRE tunnels, all with correct checksums
-//! unless a test breaks one on purpose.
-#![allow(dead_code)]
+//! Segment builders shared by the GRO, datapath and `sluice pcap` tests: TCP/UDP segments over
+//! IPv4/IPv6, VLAN stacks, IP options, IPv6 extension headers and VXLAN/Geneve/GRE tunnels, all
+//! with correct checksums unless a test breaks one on purpose. A [`Seg`] describes one segment
+//! field by field; [`Seg::build`] writes its frame.
+//!
+//! Test code: the builders index and panic on descriptions a test would never pass (TCP options
+//! not padded to 4 bytes, say).
 
 use sluice_checksum::{checksum, combine, pseudo, sum};
 
 /// A tunnel around the segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tun {
-    Vxlan { vni: u32, outer_csum: bool },
-    Geneve { vni: u32, outer_csum: bool },
-    Gre { key: Option<u32> },
+    /// VXLAN (UDP port 4789).
+    Vxlan {
+        /// The VNI.
+        vni: u32,
+        /// Whether the outer UDP header carries a checksum (else 0).
+        outer_csum: bool,
+    },
+    /// Geneve (UDP port 6081) carrying Ethernet, no options.
+    Geneve {
+        /// The VNI.
+        vni: u32,
+        /// Whether the outer UDP header carries a checksum (else 0).
+        outer_csum: bool,
+    },
+    /// GRE carrying Ethernet (transparent Ethernet bridging).
+    Gre {
+        /// The GRE key, if any.
+        key: Option<u32>,
+    },
 }
 
 /// Outer headers of a tunnel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outer {
+    /// The tunnel header.
     pub tun: Tun,
+    /// Outer IPv6 (else IPv4).
     pub v6: bool,
+    /// Outer TTL / hop limit.
     pub ttl: u8,
+    /// Outer IPv4 ID.
     pub id: u16,
+    /// Outer IPv4 don't-fragment bit.
     pub df: bool,
+    /// Outer UDP source port (VXLAN, Geneve).
     pub sport: u16,
 }
 
 /// One segment to build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seg {
+    /// IPv6 (else IPv4).
     pub v6: bool,
+    /// UDP (else TCP).
     pub udp: bool,
+    /// VLAN tags, outermost first: (TPID, TCI).
     pub vlans: Vec<(u16, u16)>,
+    /// Last byte of the source address (192.0.2.x or 2001:db8::x).
     pub src: u8,
+    /// Last byte of the destination address.
     pub dst: u8,
+    /// L4 source port.
     pub sport: u16,
+    /// L4 destination port.
     pub dport: u16,
+    /// TCP sequence number (for UDP: where the payload pattern starts).
     pub seq: u32,
+    /// TCP acknowledgment number.
     pub ack: u32,
+    /// TCP flags ([`ACK`], [`PSH`], …).
     pub flags: u8,
+    /// TCP window.
     pub window: u16,
     /// TCP urgent pointer (kept as given, whatever the URG flag).
     pub urg: u16,
+    /// TCP option bytes (a multiple of 4).
     pub options: Vec<u8>,
+    /// The L4 payload.
     pub payload: Vec<u8>,
+    /// TTL / hop limit.
     pub ttl: u8,
+    /// IPv4 TOS / IPv6 traffic class.
     pub tos: u8,
+    /// IPv4 ID.
     pub id: u16,
+    /// IPv4 don't-fragment bit.
     pub df: bool,
+    /// IPv4 option bytes (a multiple of 4).
     pub ip_opts: Vec<u8>,
     /// IPv6 extension headers: (type, total length in bytes, multiple of 8).
     pub ext: Vec<(u8, usize)>,
+    /// IPv6 flow label.
     pub flow_label: u32,
+    /// A tunnel around the segment, if any.
     pub outer: Option<Outer>,
+    /// Write a zero UDP checksum (checksum absent).
     pub udp_csum_zero: bool,
+    /// Set the IPv4 more-fragments bit.
     pub frag_mf: bool,
+    /// Added to the last byte of the destination MAC (a different L2 flow).
     pub mac: u8,
 }
 
+/// TCP flag ACK.
 pub const ACK: u8 = 0x10;
+/// TCP flag PSH.
 pub const PSH: u8 = 0x08;
+/// TCP flag FIN.
 pub const FIN: u8 = 0x01;
+/// TCP flag SYN.
 pub const SYN: u8 = 0x02;
+/// TCP flag RST.
 pub const RST: u8 = 0x04;
+/// TCP flag URG.
 pub const URG: u8 = 0x20;
+/// TCP flag ECE.
 pub const ECE: u8 = 0x40;
+/// TCP flag CWR.
 pub const CWR: u8 = 0x80;
 
 /// The deterministic payload byte at absolute stream offset `off`.
@@ -70,6 +126,7 @@ pub fn pbyte(off: u32) -> u8 {
     (off.wrapping_mul(2_654_435_761) >> 13) as u8
 }
 
+/// `len` payload bytes of the deterministic stream from offset `seq` on ([`pbyte`]).
 pub fn payload_at(seq: u32, len: usize) -> Vec<u8> {
     (0..len as u32)
         .map(|i| pbyte(seq.wrapping_add(i)))
@@ -77,7 +134,7 @@ pub fn payload_at(seq: u32, len: usize) -> Vec<u8> {
 }
 
 impl Seg {
-    /// A 1448-byte TCP/IPv4 segment of flow 0 at `seq`.
+    /// A `len`-byte TCP/IPv4 segment (ACK) of flow 0 at `seq`.
     pub fn tcp4(seq: u32, len: usize) -> Seg {
         Seg {
             v6: false,
@@ -108,6 +165,7 @@ impl Seg {
         }
     }
 
+    /// [`Seg::tcp4`] over IPv6.
     pub fn tcp6(seq: u32, len: usize) -> Seg {
         Seg {
             v6: true,
@@ -115,6 +173,8 @@ impl Seg {
         }
     }
 
+    /// The `n`-th `len`-byte UDP/IPv4 datagram of flow 0 (IPv4 ID 100 + `n`, payload from
+    /// stream offset `n × len`).
     pub fn udp4(len: usize, n: u32) -> Seg {
         Seg {
             udp: true,
@@ -400,6 +460,7 @@ pub fn stream(first: &Seg, n: usize, mss: usize) -> Vec<Seg> {
     v
 }
 
+/// VXLAN (VNI 42, no outer UDP checksum) over IPv4, TTL 64, ID 7, source port 49152.
 pub fn outer_vxlan() -> Outer {
     Outer {
         tun: Tun::Vxlan {

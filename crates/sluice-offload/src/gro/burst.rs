@@ -98,11 +98,10 @@ pub(super) struct SimpleFlow {
     /// The first segment's frame length and payload length (every full-size segment's).
     pub(super) end: usize,
     pub(super) mss: usize,
-    /// The first segment's IPv4 ID, the next segment's, and the step between them (1, or 0
-    /// once the second segment repeated the first's ID: Linux's rule).
+    /// The first segment's IPv4 ID and the flow's ID mode ([`ipv4_id_rule`]: fixed once the
+    /// second segment repeated the first's ID).
     pub(super) id0: u16,
-    pub(super) next_id: u16,
-    pub(super) id_step: u16,
+    pub(super) fixed_id: bool,
     pub(super) count: u16,
     /// Merged frame length so far.
     pub(super) len: usize,
@@ -375,9 +374,6 @@ impl GroEngine {
         // Held segments are counted only when the burst could exceed the segment budget.
         let track = frames.len() > self.cfg.max_held_packets;
         for (k, (&frame, meta)) in frames.iter().zip(metas).enumerate() {
-            if meta.status(Slot::OuterL4) != CsumStatus::Good {
-                return None;
-            }
             let head = frame.first_chunk::<64>()?;
             let hint = port_cache_index(&head[34..38]) % PORT_CACHE;
             let hinted = match *hints.get(hint)? {
@@ -444,41 +440,32 @@ impl GroEngine {
             let end = frame.len();
             // (The headers matched the first segment's, so the shape's fields sit at the
             // shape's offsets.)
-            if end <= payload
-                || if v6 {
-                    meta.status(Slot::OuterIp) == CsumStatus::Bad
-                } else {
-                    meta.status(Slot::OuterIp) != CsumStatus::Good
-                }
-            {
+            if end <= payload || !device_verified(meta, v6) {
                 return None;
             }
             // The IP packet ends the frame; the ID rule (incrementing, or fixed from the second
             // segment on); in sequence, not longer than the first, room under 64 KiB.
             let t: &[u8; 20] = if v6 {
-                if usize::from(u16::from_be_bytes([head[18], head[19]])) + ETH_HLEN + 40 != end {
+                let plen = u16::from_be_bytes([head[18], head[19]]);
+                if !ip_fills_frame(ETH_HLEN, true, plen, end) {
                     return None;
                 }
                 frame.get(54..74)?.try_into().ok()?
             } else {
-                if usize::from(u16::from_be_bytes([head[16], head[17]])) + ETH_HLEN != end {
+                let total = u16::from_be_bytes([head[16], head[17]]);
+                if !ip_fills_frame(ETH_HLEN, false, total, end) {
                     return None;
                 }
                 let id = u16::from_be_bytes([head[18], head[19]]);
-                if id != f.next_id {
-                    // The second segment may repeat the first's ID: fixed IDs from then on.
-                    if f.count != 1 || id != f.id0 {
-                        return None;
-                    }
-                    f.next_id = id;
-                    f.id_step = 0;
-                }
                 // (Any later refusal abandons the lane, so updating here is safe.)
-                f.next_id = f.next_id.wrapping_add(f.id_step);
+                f.fixed_id = ipv4_id_rule(f.id0, id, f.count, f.fixed_id)?;
                 head[34..54].try_into().ok()?
             };
             let len = end - payload;
-            if be32_in(t, 4) != f.next_seq || len > f.mss || f.len - ETH_HLEN + len > MAX_IP_LEN {
+            if !in_sequence(be32_in(t, 4), f.next_seq)
+                || !fits_segment_size(len, f.mss)
+                || !fits_64k(f.len, len)
+            {
                 return None;
             }
             let flags = t[13];
@@ -522,20 +509,12 @@ impl GroEngine {
             f.len += len;
             f.count += 1;
             f.next_seq = f.next_seq.wrapping_add(len as u32);
-            f.flags_or |= flags & (TCP_FIN | TCP_PSH);
+            f.flags_or |= merged_flags(flags);
             if track {
                 held_segments += 1;
             }
-            let finish = if flags & TCP_FINISHING != 0 {
-                counts.flags += 1;
-                true
-            } else if len < f.mss {
-                counts.size += 1;
-                true
-            } else {
-                false
-            };
-            if finish {
+            if let Some(reason) = join_finish(flags, len, f.mss) {
+                counts.bump(reason);
                 f.done = true;
                 held -= 1;
                 if track {
@@ -590,8 +569,7 @@ impl GroEngine {
             end: info.end,
             mss,
             id0: info.ip[0].id,
-            next_id: info.ip[0].id.wrapping_add(1),
-            id_step: 1,
+            fixed_id: false,
             count: 1,
             len: info.end,
             next_seq: info.seq.wrapping_add(mss as u32),

@@ -252,13 +252,10 @@ impl GroEngine {
             let h = plain_headers(info, v6);
             self.settle_l4(frame, &h, false, Slot::OuterL4, meta);
         }
-        match meta.status(Slot::OuterL4) {
-            CsumStatus::Good if meta.csum_absent(Level::Outer) => Err(false),
-            CsumStatus::Good => Ok(true),
-            CsumStatus::Partial => Ok(false),
-            CsumStatus::Bad => Err(true),
-            CsumStatus::Unknown => Err(false),
-        }
+        l4_verdict(
+            meta.status(Slot::OuterL4),
+            meta.csum_absent(Level::Outer),
+        )
     }
 
     /// Establishes the checksum state of a segment. `Ok(all_good)`: every checksum is good or
@@ -305,13 +302,8 @@ impl GroEngine {
             (Slot::OuterL4, Some(outer))
         };
         let Some(h) = h else { return Err(false) };
-        match self.settle_l4(frame, h, false, slot, meta) {
-            CsumStatus::Good if meta.csum_absent(slot.level()) => Err(false),
-            CsumStatus::Good => Ok(true),
-            CsumStatus::Partial => Ok(false),
-            CsumStatus::Bad => Err(true),
-            CsumStatus::Unknown => Err(false),
-        }
+        let status = self.settle_l4(frame, h, false, slot, meta);
+        l4_verdict(status, meta.csum_absent(slot.level()))
     }
 
     pub(super) fn settle_l4(

@@ -59,6 +59,17 @@ pub(super) struct TunnelInfo {
 }
 
 impl Info {
+    /// Whether the frame is *plain* ([`plain_tcp`]'s shape: untagged Ethernet, IPv4 without
+    /// options or IPv6 without extension headers, TCP), so the fast lanes may take its packet.
+    #[inline(always)]
+    pub(super) fn is_plain(&self) -> bool {
+        self.proto == Some(Proto::Tcp)
+            && self.levels == 1
+            && self.tunnel.is_none()
+            && self.l3[0] == ETH_HLEN
+            && self.l4 == if self.ip[0].v6 { 54 } else { 34 }
+    }
+
     pub(super) fn payload_len(&self) -> usize {
         self.end.saturating_sub(self.payload)
     }
@@ -171,11 +182,11 @@ pub(super) fn plain_tcp(frame: &[u8], hash: Option<u64>) -> Option<Info> {
     let (l4, ip, t, hash) = match u16::from_be_bytes([b[12], b[13]]) {
         sluice_wire::ethertype::IPV4 => {
             let frag = u16::from_be_bytes([b[20], b[21]]);
-            let total = usize::from(u16::from_be_bytes([b[16], b[17]]));
-            if b[14] != 0x45
+            let total = u16::from_be_bytes([b[16], b[17]]);
+            if !ipv4_without_options(b[14])
                 || b[23] != ip_proto::TCP
-                || frag & 0x3fff != 0
-                || total + ETH_HLEN != end
+                || ipv4_is_fragment(frag)
+                || !ip_fills_frame(ETH_HLEN, false, total, end)
             {
                 return None;
             }
@@ -192,8 +203,12 @@ pub(super) fn plain_tcp(frame: &[u8], hash: Option<u64>) -> Option<Info> {
         sluice_wire::ethertype::IPV6 => {
             let b: &[u8; 74] = frame.get(..74)?.try_into().ok()?;
             let w = u32::from_be_bytes([b[14], b[15], b[16], b[17]]);
-            let plen = usize::from(u16::from_be_bytes([b[18], b[19]]));
-            if w >> 28 != 6 || b[20] != ip_proto::TCP || plen == 0 || plen + 54 != end {
+            let plen = u16::from_be_bytes([b[18], b[19]]);
+            if w >> 28 != 6
+                || b[20] != ip_proto::TCP
+                || plen == 0
+                || !ip_fills_frame(ETH_HLEN, true, plen, end)
+            {
                 return None;
             }
             let ip = IpFields {

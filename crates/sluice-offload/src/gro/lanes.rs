@@ -57,7 +57,7 @@ pub(super) fn fast_append(
     h.count += 1;
     h.next_seq = h.next_seq.wrapping_add(len as u32);
     if let Some(f) = h.buf.get_mut(l4 + 13) {
-        *f |= t[13] & (TCP_FIN | TCP_PSH);
+        *f |= merged_flags(t[13]);
     }
 }
 
@@ -284,62 +284,46 @@ impl GroEngine {
         let Ok(t): Result<&[u8; 20], _> = t.try_into() else {
             return Lane::Other;
         };
-        let ip_len = usize::from(u16::from_be_bytes([
-            *ip.get(2).unwrap_or(&0),
-            *ip.get(3).unwrap_or(&0),
-        ]));
+        let Ok(ip): Result<&[u8; 20], _> = ip.try_into() else {
+            return Lane::Other;
+        };
         let v6 = h.info.ip[0].v6;
-        let mut fixed = h.fixed_id[0];
-        if v6 {
-            // IPv6 payload length (bytes 4..6 of the header).
-            let plen = usize::from(u16::from_be_bytes([
-                *ip.get(4).unwrap_or(&0),
-                *ip.get(5).unwrap_or(&0),
-            ]));
-            if plen + ETH_HLEN + 40 != end {
-                return Lane::Other;
-            }
+        // The IP length field: IPv4 total length (bytes 2..4), IPv6 payload length (4..6).
+        let len_field = if v6 {
+            u16::from_be_bytes([ip[4], ip[5]])
         } else {
-            if ip_len + ETH_HLEN != end {
-                return Lane::Other;
-            }
-            let id = u16::from_be_bytes([*ip.get(4).unwrap_or(&0), *ip.get(5).unwrap_or(&0)]);
-            let offset = id.wrapping_sub(h.info.ip[0].id);
-            fixed = fixed || (h.count == 1 && offset == 0);
-            if offset != if fixed { 0 } else { h.count } {
-                return Lane::Other;
-            }
-            match meta.status(Slot::OuterIp) {
-                CsumStatus::Good | CsumStatus::Partial => {}
-                CsumStatus::Bad => return Lane::Other,
-                CsumStatus::Unknown => {
-                    if sum(ip) != 0xffff {
-                        return Lane::Other;
-                    }
-                }
-            }
-        }
-        let seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
-        let len = end.saturating_sub(payload);
-        if seq != h.next_seq || len > h.mss || h.len.saturating_sub(ETH_HLEN) + len > MAX_IP_LEN {
+            u16::from_be_bytes([ip[2], ip[3]])
+        };
+        if !ip_fills_frame(ETH_HLEN, v6, len_field, end) {
             return Lane::Other;
         }
-        let good = match meta.status(Slot::OuterL4) {
-            CsumStatus::Good => true,
-            CsumStatus::Partial => false,
-            CsumStatus::Bad => return Lane::Other,
-            CsumStatus::Unknown => {
-                if !verify {
-                    return Lane::Other;
-                }
-                let ok = pseudo_at(frame, ETH_HLEN, v6, ip_proto::TCP, end - l4)
-                    .zip(frame.get(l4..))
-                    .is_some_and(|(p, b)| combine(p, sum(b)) == 0xffff);
-                if !ok {
-                    return Lane::Other;
-                }
-                true
+        let mut fixed = h.fixed_id[0];
+        if !v6 {
+            let id = u16::from_be_bytes([ip[4], ip[5]]);
+            match ipv4_id_rule(h.info.ip[0].id, id, h.count, fixed) {
+                Some(f) => fixed = f,
+                None => return Lane::Other,
             }
+        }
+        if !ip_header_ok(meta.status(Slot::OuterIp), v6, frame, ETH_HLEN) {
+            return Lane::Other;
+        }
+        let len = end.saturating_sub(payload);
+        if !in_sequence(be32_in(t, 4), h.next_seq)
+            || !fits_segment_size(len, h.mss)
+            || !fits_64k(h.len, len)
+        {
+            return Lane::Other;
+        }
+        let Some(good) = joining_csum(
+            meta.status(Slot::OuterL4),
+            verify,
+            frame,
+            (ETH_HLEN, v6),
+            l4,
+            end,
+        ) else {
+            return Lane::Other;
         };
         h.fixed_id[0] = fixed;
         let flags = t[13];
@@ -349,18 +333,16 @@ impl GroEngine {
         }
         fast_append(h, &mut self.burst, frame, t, good, len);
         let mss = h.mss;
-        let both_good = good
-            && (v6 || meta.status(Slot::OuterIp) == CsumStatus::Good)
-            && meta.status(Slot::OuterL4) == CsumStatus::Good;
-        if both_good && h.all_good && flags & TCP_FINISHING == 0 && len == mss {
+        let finish = join_finish(flags, len, mss);
+        // Prediction from now on when the packet stays held and the device verified this
+        // segment (the predicted lane takes only such segments).
+        if finish.is_none() && h.all_good && device_verified(meta, v6) {
             h.start_prediction();
         }
         self.held_segments += 1;
         self.stats.merged_segments += 1;
-        if flags & TCP_FINISHING != 0 {
-            self.finish(i, FlushReason::Flags);
-        } else if len < mss {
-            self.finish(i, FlushReason::Size);
+        if let Some(reason) = finish {
+            self.finish(i, reason);
         }
         self.enforce_budget();
         Lane::Joined
@@ -386,9 +368,8 @@ impl GroEngine {
         };
         if end != h.info.end
             || !h.predicted(frame, t)
-            || meta.status(Slot::OuterL4) != CsumStatus::Good
-            || (!v6 && meta.status(Slot::OuterIp) != CsumStatus::Good)
-            || h.len - ETH_HLEN + mss > MAX_IP_LEN
+            || !device_verified(meta, v6)
+            || !fits_64k(h.len, mss)
             || !h.all_good
         {
             return Lane::Other;
@@ -398,8 +379,8 @@ impl GroEngine {
         fast_append(h, &mut self.burst, frame, t, true, mss);
         self.held_segments += 1;
         self.stats.merged_segments += 1;
-        if flags & TCP_FINISHING != 0 {
-            self.finish(i, FlushReason::Flags);
+        if let Some(reason) = join_finish(flags, mss, mss) {
+            self.finish(i, reason);
         }
         self.enforce_budget();
         Lane::Joined
@@ -418,7 +399,7 @@ impl GroEngine {
         now: u64,
     ) {
         if let Some(i) = slot {
-            match self.decide(i, frame, info) {
+            match self.held_mut(i).and_then(|h| decide(h, frame, info)) {
                 Some(Decision::Join { finish }) => {
                     self.join(i, frame, info.end, info.flags, csum, false);
                     if let Some(reason) = finish {
@@ -498,29 +479,16 @@ impl GroEngine {
         for lvl in 0..levels {
             let l3 = *info.l3.get(lvl)?;
             let ip = info.ip.get(lvl)?;
-            if ip.v6 {
-                if usize::from(be16(frame, l3 + 4)?) != end.checked_sub(l3 + 40)? {
-                    return None;
-                }
-                continue;
-            }
-            if usize::from(be16(frame, l3 + 2)?) != end - l3 {
+            let len_field = be16(frame, if ip.v6 { l3 + 4 } else { l3 + 2 })?;
+            if !ip_fills_frame(l3, ip.v6, len_field, end) {
                 return None;
             }
-            let offset = be16(frame, l3 + 4)?.wrapping_sub(ip.id);
-            let fixed = fixed_id.get_mut(lvl)?;
-            *fixed = *fixed || (h.count == 1 && offset == 0);
-            if offset != if *fixed { 0 } else { h.count } {
-                return None;
+            if !ip.v6 {
+                let fixed = fixed_id.get_mut(lvl)?;
+                *fixed = ipv4_id_rule(ip.id, be16(frame, l3 + 4)?, h.count, *fixed)?;
             }
-            match meta.status(Slot::ip(level_of(lvl))) {
-                CsumStatus::Good | CsumStatus::Partial => {}
-                CsumStatus::Bad => return None,
-                CsumStatus::Unknown => {
-                    if sum(frame.get(l3..l3 + 20)?) != 0xffff {
-                        return None;
-                    }
-                }
+            if !ip_header_ok(meta.status(Slot::ip(level_of(lvl))), ip.v6, frame, l3) {
+                return None;
             }
         }
         if let Some(t) = info.tunnel.filter(|t| t.kind != TunnelKind::Gre) {
@@ -540,9 +508,9 @@ impl GroEngine {
         }
         let len = end - payload;
         let flags = *frame.get(l4 + 13)?;
-        if be32(frame, l4 + 4)? != h.next_seq
-            || len > h.mss
-            || h.len.saturating_sub(ETH_HLEN) + len > MAX_IP_LEN
+        if !in_sequence(be32(frame, l4 + 4)?, h.next_seq)
+            || !fits_segment_size(len, h.mss)
+            || !fits_64k(h.len, len)
         {
             return None;
         }
@@ -574,28 +542,19 @@ impl GroEngine {
         let verify = self.cfg.verify_checksums;
         let h = self.held_mut(i)?;
         let len = info.end.checked_sub(info.payload)?;
-        if info.seq != h.next_seq
-            || len > h.mss
-            || h.len.saturating_sub(ETH_HLEN) + len > MAX_IP_LEN
+        if !in_sequence(info.seq, h.next_seq)
+            || !fits_segment_size(len, h.mss)
+            || !fits_64k(h.len, len)
         {
             return None;
         }
+        let v6 = info.ip[0].v6;
         let mut fixed = h.fixed_id[0];
-        if !info.ip[0].v6 {
-            let offset = info.ip[0].id.wrapping_sub(h.info.ip[0].id);
-            fixed = fixed || (h.count == 1 && offset == 0);
-            if offset != if fixed { 0 } else { h.count } {
-                return None;
-            }
-            match meta.status(Slot::OuterIp) {
-                CsumStatus::Good | CsumStatus::Partial => {}
-                CsumStatus::Bad => return None,
-                CsumStatus::Unknown => {
-                    if sum(frame.get(ETH_HLEN..ETH_HLEN + 20)?) != 0xffff {
-                        return None;
-                    }
-                }
-            }
+        if !v6 {
+            fixed = ipv4_id_rule(h.info.ip[0].id, info.ip[0].id, h.count, fixed)?;
+        }
+        if !ip_header_ok(meta.status(Slot::OuterIp), v6, frame, ETH_HLEN) {
+            return None;
         }
         let good = joining_csum(
             meta.status(Slot::OuterL4),

@@ -394,30 +394,11 @@ impl GroEngine {
         self.burst.out.links.clear();
         self.burst.out.links.resize(frames.len(), FREE_LINK);
         self.burst.active = true;
+        let none = OffloadMeta::default();
         for (k, frame) in frames.iter().enumerate() {
             self.burst.index = u32::try_from(k).unwrap_or(u32::MAX);
             self.stats.frames_in += 1;
-            let meta = metas.get(k);
-            if let Some(m) = meta {
-                if self.cfg.tcp && self.tight_join(frame, m) {
-                    continue;
-                }
-            }
-            let lane = if self.cfg.tcp {
-                self.quick_join(frame, meta.unwrap_or(&OffloadMeta::default()))
-            } else {
-                Lane::Other
-            };
-            if lane == Lane::Joined {
-                continue;
-            }
-            let meta = meta.copied().unwrap_or_default();
-            if let Lane::NoFlow(hash) = lane {
-                if self.start_fresh(frame, &meta, hash, 0) {
-                    continue;
-                }
-            }
-            self.receive_rest(frame, meta, 0, lane);
+            self.step(frame, metas.get(k).unwrap_or(&none), 0);
         }
         self.flush_all(FlushReason::BatchEnd);
         self.burst.active = false;
@@ -472,18 +453,29 @@ impl GroEngine {
     /// Receives one frame with the metadata its receiver knows.
     pub fn receive(&mut self, frame: &[u8], meta: OffloadMeta, now: u64) {
         self.stats.frames_in += 1;
-        let lane = if self.cfg.tcp {
-            self.quick_join(frame, &meta)
-        } else {
+        self.step(frame, &meta, now);
+    }
+
+    /// The engine's one per-frame step, whatever the mode: the lanes in order, from the tightest
+    /// to the general path, each deciding only what the general path would (see `lanes.rs`).
+    /// The modes are parameters, not separate code: zero copy (`burst.active`, set by
+    /// [`GroEngine::coalesce_burst`]: payloads become pieces of the input frames; the tightest
+    /// lane is tried first, as bursts of one flow are the common case) or copying (payloads
+    /// copied into pooled buffers), and software verification ([`GroConfig::verify_checksums`],
+    /// read by the lanes that settle checksums).
+    #[inline(always)]
+    fn step(&mut self, frame: &[u8], meta: &OffloadMeta, now: u64) {
+        let lane = if !self.cfg.tcp {
             Lane::Other
+        } else if self.burst.active && self.tight_join(frame, meta) {
+            Lane::Joined
+        } else {
+            self.quick_join(frame, meta)
         };
-        if let Lane::NoFlow(hash) = lane {
-            if self.start_fresh(frame, &meta, hash, now) {
-                return;
-            }
-        }
-        if lane != Lane::Joined {
-            self.receive_rest(frame, meta, now, lane);
+        match lane {
+            Lane::Joined => {}
+            Lane::NoFlow(hash) if self.start_fresh(frame, meta, hash, now) => {}
+            _ => self.receive_rest(frame, *meta, now, lane),
         }
     }
 }

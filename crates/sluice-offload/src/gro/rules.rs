@@ -1,4 +1,9 @@
-//! Every merge and flush rule, once, each a small function named after what it checks.
+//! Every merge and flush rule of the engine, once, each a small function named after what it
+//! checks (Linux 6.18: `inet_gro_flush`, `tcp_gro_receive`, `udp_gro_receive_segment`, the
+//! IP-layer refusals of `inet_gro_receive` / `ipv6_gro_receive`). Every lane calls these; what a
+//! lane cannot settle cheaply it leaves to the general path, whose [`decide`] applies every
+//! per-segment rule in one function. The table "rule → function" is in the module documentation
+//! of `gro` and in `docs/gro.md`.
 
 use super::*;
 
@@ -8,73 +13,68 @@ pub(super) const MAX_IP_LEN: usize = 65_535;
 /// Most datagrams merged into one UDP packet (Linux `UDP_GRO_CNT_MAX`).
 pub(super) const UDP_GRO_CNT_MAX: u16 = 64;
 
+/// TCP flag bits (byte 13 of the TCP header).
 pub(super) const TCP_FIN: u8 = 0x01;
-
+/// See [`TCP_FIN`].
 pub(super) const TCP_SYN: u8 = 0x02;
-
+/// See [`TCP_FIN`].
 pub(super) const TCP_RST: u8 = 0x04;
-
+/// See [`TCP_FIN`].
 pub(super) const TCP_PSH: u8 = 0x08;
-
+/// See [`TCP_FIN`].
 pub(super) const TCP_URG: u8 = 0x20;
-
+/// See [`TCP_FIN`].
 pub(super) const TCP_CWR: u8 = 0x80;
 
 /// Flags that finish a packet (Linux `out_check_final`).
 pub(super) const TCP_FINISHING: u8 = TCP_URG | TCP_PSH | TCP_RST | TCP_SYN | TCP_FIN;
 
+/// Flags a joining segment may carry that its packet's first segment lacks: ORed into the
+/// merged header ([`merged_flags`]). Every other flag (CWR aside, [`carries_cwr`]) must be equal.
+pub(super) const TCP_MAY_DIFFER: u8 = TCP_FIN | TCP_PSH;
+
 /// What to do with a frame whose flow holds a packet.
 pub(super) enum Decision {
+    /// It joins; `finish`: the packet then leaves, for this reason.
     Join { finish: Option<FlushReason> },
+    /// It may not join: the held packet leaves first, for this reason.
     Refuse(FlushReason),
 }
 
-/// Whether a frame with no held packet to join may be held (Linux: not flushed on its own).
+// ---- Which frames may be held at all ----
+
+/// Whether a frame with no held packet to join may start one (Linux: not flushed on its own):
+/// a TCP segment with payload and neither a finishing flag nor CWR, or a UDP datagram.
 #[inline]
 pub(super) fn may_start(info: &Info) -> bool {
     match info.proto {
-        Some(Proto::Tcp) => info.payload_len() >= 1 && info.flags & (TCP_FINISHING | TCP_CWR) == 0,
+        Some(Proto::Tcp) => {
+            info.payload_len() >= 1 && !finishes_packet(info.flags) && !carries_cwr(info.flags)
+        }
         Some(Proto::Udp) => true,
         None => false,
     }
 }
 
-/// Whether a segment joining on a fast path has a good TCP checksum (`false`: `Partial`, still
-/// to be filled in), verifying it in software when it is `Unknown` and `verify` is set (its IP
-/// header at `ip.0`, IPv6 when `ip.1`; TCP at `l4`, the frame ending at `end`). `None`: the
-/// fast path refuses it (a bad checksum, or one it may not verify).
+/// Whether an IP header's length field (IPv4 total length, IPv6 payload length) says the IP
+/// packet at `l3` ends exactly at the frame's end `end`: no Ethernet padding, no truncation
+/// (Linux flushes on a length mismatch).
 #[inline(always)]
-pub(super) fn joining_csum(
-    status: CsumStatus,
-    verify: bool,
-    frame: &[u8],
-    ip: (usize, bool),
-    l4: usize,
-    end: usize,
-) -> Option<bool> {
-    match status {
-        CsumStatus::Good => Some(true),
-        CsumStatus::Partial => Some(false),
-        CsumStatus::Bad => None,
-        CsumStatus::Unknown if verify => {
-            let pseudo = pseudo_at(frame, ip.0, ip.1, ip_proto::TCP, end.checked_sub(l4)?)?;
-            (combine(pseudo, sum(frame.get(l4..)?)) == 0xffff).then_some(true)
-        }
-        CsumStatus::Unknown => None,
-    }
+pub(super) fn ip_fills_frame(l3: usize, v6: bool, len_field: u16, end: usize) -> bool {
+    l3 + usize::from(len_field) + if v6 { 40 } else { 0 } == end
 }
 
-/// Why a TCP segment that joined ends its packet: a finishing flag (PSH, FIN, …), or shorter
-/// than the packet's segment size.
+/// Whether an IPv4 header's first byte is version 4 with no options (IHL 5): Linux's IP layer
+/// does not coalesce packets with options.
 #[inline(always)]
-pub(super) fn join_finish(flags: u8, len: usize, mss: usize) -> Option<FlushReason> {
-    if flags & TCP_FINISHING != 0 {
-        Some(FlushReason::Flags)
-    } else if len < mss {
-        Some(FlushReason::Size)
-    } else {
-        None
-    }
+pub(super) fn ipv4_without_options(version_ihl: u8) -> bool {
+    version_ihl == 0x45
+}
+
+/// Whether an IPv4 flags/fragment-offset field marks a fragment (MF or an offset): never held.
+#[inline(always)]
+pub(super) fn ipv4_is_fragment(frag_field: u16) -> bool {
+    frag_field & 0x3fff != 0
 }
 
 /// Frame-level conditions for holding a packet (beyond the flow key): Linux's IP-layer refusals.
@@ -88,7 +88,7 @@ pub(super) fn eligible(frame: &[u8], layout: &Layout, info: &Info) -> bool {
         if h.is_fragment {
             return false;
         }
-        if kind == L3Kind::Ipv4 && frame.get(l3) != Some(&0x45) {
+        if kind == L3Kind::Ipv4 && !frame.get(l3).is_some_and(|&b| ipv4_without_options(b)) {
             return false; // IP options (or a bad version/IHL)
         }
         // Padding after the IP packet: Linux flushes (length mismatch).
@@ -153,6 +153,11 @@ pub(super) fn eligible(frame: &[u8], layout: &Layout, info: &Info) -> bool {
     }
 }
 
+// ---- Same flow, and the fields that must be equal ----
+
+/// Whether two frames belong to one flow (Linux `same_flow`): the same structure and the same
+/// bytes along the flow key ([`key_walk`]: Ethernet and VLAN tags, IP addresses and protocol,
+/// IPv6 flow label and extension headers, tunnel headers, ports).
 pub(super) fn same_flow(a: &[u8], ai: &Info, b: &[u8], bi: &Info) -> bool {
     shape(ai) == shape(bi)
         && key_walk(
@@ -162,8 +167,24 @@ pub(super) fn same_flow(a: &[u8], ai: &Info, b: &[u8], bi: &Info) -> bool {
         )
 }
 
+/// Whether two IP headers of the same level agree on the fields that must not change within a
+/// packet: IPv4 TTL, TOS (DSCP and ECN) and DF; IPv6 hop limit and traffic class.
+#[inline(always)]
+pub(super) fn same_ip_fields(a: &IpFields, b: &IpFields) -> bool {
+    a.ttl == b.ttl && a.tos == b.tos && a.df == b.df
+}
+
+/// Whether two TCP 4th header words (data offset, flags, window) agree except in the flags that
+/// may differ ([`TCP_MAY_DIFFER`]) and CWR (refused on its own, [`carries_cwr`]). Linux compares
+/// the whole word, window included.
+#[inline(always)]
+pub(super) fn same_tcp_word3(a: u32, b: u32) -> bool {
+    let may_differ = u32::from(TCP_CWR | TCP_MAY_DIFFER) << 16;
+    (a ^ b) & !may_differ == 0
+}
+
 /// Whether the TCP option bytes of two headers are identical (the data offsets were compared as
-/// part of the 4th word already).
+/// part of the 4th word already, [`same_tcp_word3`]).
 pub(super) fn same_options(a: &[u8], al4: usize, b: &[u8], bl4: usize, word3: u32) -> bool {
     let thlen = ((word3 >> 28) as usize) * 4;
     if thlen <= 20 {
@@ -175,69 +196,223 @@ pub(super) fn same_options(a: &[u8], al4: usize, b: &[u8], bl4: usize, word3: u3
     }
 }
 
-impl GroEngine {
-    pub(super) fn decide(&mut self, i: usize, frame: &[u8], info: &Info) -> Option<Decision> {
-        let h = self.held_mut(i)?;
-        let len = info.payload_len();
-        // IP fields of every level.
-        let mut ip_flush = false;
-        for lvl in 0..info.levels {
-            let (a, b) = (h.info.ip.get(lvl)?, info.ip.get(lvl)?);
-            if a.ttl != b.ttl || a.tos != b.tos || a.df != b.df {
-                ip_flush = true;
-                continue;
-            }
-            if !a.v6 {
-                let offset = b.id.wrapping_sub(a.id);
-                let fixed = h.fixed_id.get_mut(lvl)?;
-                if h.count == 1 && offset == 0 {
-                    *fixed = true;
-                }
-                let expect = if *fixed { 0 } else { h.count };
-                if offset != expect {
-                    ip_flush = true;
-                }
+/// Whether a segment carries CWR: it never merges (Linux 6.18 holds no CWR segment; it finishes
+/// the held packet and passes alone).
+#[inline(always)]
+pub(super) fn carries_cwr(flags: u8) -> bool {
+    flags & TCP_CWR != 0
+}
+
+// ---- Order and size ----
+
+/// The IPv4 ID rule of Linux 6.18 (`inet_gro_flush`), for one IPv4 header level: the packet's
+/// second segment decides whether the flow uses a fixed ID (equal to the first segment's) or an
+/// incrementing one (the first's + n for the n-th segment after it, modulo 2¹⁶). `first_id`:
+/// the first segment's ID; `count`: segments held; `fixed`: the mode decided so far. Returns the
+/// mode to record if the segment with `id` may join, `None` if the rule refuses it (nothing is
+/// changed: a lane that fails later leaves the record as it was).
+#[inline(always)]
+pub(super) fn ipv4_id_rule(first_id: u16, id: u16, count: u16, fixed: bool) -> Option<bool> {
+    let fixed = fixed || (count == 1 && id == first_id);
+    (id == expected_ipv4_id(first_id, count, fixed)).then_some(fixed)
+}
+
+/// The IPv4 ID the next segment of a packet must carry under [`ipv4_id_rule`] once the mode is
+/// decided (`count` ≥ 2, or `fixed` known).
+#[inline(always)]
+pub(super) fn expected_ipv4_id(first_id: u16, count: u16, fixed: bool) -> u16 {
+    first_id.wrapping_add(if fixed { 0 } else { count })
+}
+
+/// Whether a TCP segment continues its packet's byte stream: its sequence number is exactly the
+/// end of the held data.
+#[inline(always)]
+pub(super) fn in_sequence(seq: u32, next_seq: u32) -> bool {
+    seq == next_seq
+}
+
+/// The segment-size rule: a joining segment carries 1 byte up to the packet's segment size
+/// (`mss`, the first segment's payload); no payload never joins, a longer one never joins. (A
+/// shorter one joins and finishes the packet: [`join_finish`].)
+#[inline(always)]
+pub(super) fn fits_segment_size(len: usize, mss: usize) -> bool {
+    len.wrapping_sub(1) < mss
+}
+
+/// The 64 KiB limit: a held frame of `held_len` bytes (Ethernet header included) may grow by
+/// `len` payload bytes while its IP packet stays within 65 535 bytes (Linux:
+/// `p->len + len < 65536`, `p->len` without the Ethernet header).
+#[inline(always)]
+pub(super) fn fits_64k(held_len: usize, len: usize) -> bool {
+    held_len + len <= MAX_IP_LEN + ETH_HLEN
+}
+
+// ---- Finishing ----
+
+/// Whether a TCP segment's flags finish its packet (PSH, FIN, URG, RST, SYN): it joins if it
+/// may, then the packet leaves; alone it is not held ([`may_start`]).
+#[inline(always)]
+pub(super) fn finishes_packet(flags: u8) -> bool {
+    flags & TCP_FINISHING != 0
+}
+
+/// Why a TCP segment of `len` payload bytes that joined ends its packet: a finishing flag
+/// ([`finishes_packet`]), or shorter than the packet's segment size `mss`; `None`: it stays held.
+#[inline(always)]
+pub(super) fn join_finish(flags: u8, len: usize, mss: usize) -> Option<FlushReason> {
+    if finishes_packet(flags) {
+        Some(FlushReason::Flags)
+    } else if len < mss {
+        Some(FlushReason::Size)
+    } else {
+        None
+    }
+}
+
+/// The flags of a joining segment that go into its packet's header (Linux ORs FIN and PSH of
+/// each joining segment into the held header).
+#[inline(always)]
+pub(super) fn merged_flags(flags: u8) -> u8 {
+    flags & TCP_MAY_DIFFER
+}
+
+/// The UDP rule (Linux `udp_gro_receive_segment`) for a datagram of `udp_len` (UDP length) of a
+/// packet whose first datagram's is `first_len`, holding `count` datagrams: a longer one may not
+/// join (`Err`: the held packet leaves, [`FlushReason::Size`]); an equal one joins; a shorter one,
+/// or the [`UDP_GRO_CNT_MAX`]-th, joins and finishes it.
+#[inline]
+pub(super) fn udp_join(
+    first_len: u16,
+    udp_len: u16,
+    count: u16,
+) -> Result<Option<FlushReason>, FlushReason> {
+    if udp_len > first_len {
+        return Err(FlushReason::Size);
+    }
+    Ok((udp_len != first_len || count + 1 >= UDP_GRO_CNT_MAX).then_some(FlushReason::Size))
+}
+
+// ---- Checksums ----
+
+/// The IP header checksum rule for a joining segment: IPv4 headers are checked (as Linux does):
+/// `Good` or `Partial` pass, `Bad` refuses, `Unknown` is verified here (the header at `l3` sums
+/// to `0xffff`); an IPv6 header has no checksum, so only a `Bad` verdict given for it refuses.
+#[inline(always)]
+pub(super) fn ip_header_ok(status: CsumStatus, v6: bool, frame: &[u8], l3: usize) -> bool {
+    match status {
+        CsumStatus::Bad => false,
+        CsumStatus::Unknown if !v6 => frame.get(l3..l3 + 20).is_some_and(|h| sum(h) == 0xffff),
+        _ => true,
+    }
+}
+
+/// Whether a plain segment's checksums were verified by the device: the TCP checksum `Good`,
+/// and the IPv4 header checksum `Good` (an IPv6 header: not `Bad`, [`ip_header_ok`]). The
+/// tightest lanes take only such segments; others take the lanes that settle checksums.
+#[inline(always)]
+pub(super) fn device_verified(meta: &OffloadMeta, v6: bool) -> bool {
+    let ip = meta.status(Slot::OuterIp);
+    meta.status(Slot::OuterL4) == CsumStatus::Good
+        && if v6 {
+            ip != CsumStatus::Bad
+        } else {
+            ip == CsumStatus::Good
+        }
+}
+
+/// The L4 checksum rule once the verdict is settled (given, or verified when `Unknown` and
+/// software verification is on): `Ok(true)` joins with a `Good` checksum, `Ok(false)` with a
+/// `Partial` one (the merged packet is then `Partial`); `Err(true)`: `Bad`, passed through and
+/// counted; `Err(false)`: not mergeable (unverifiable, or a UDP checksum that is absent).
+#[inline(always)]
+pub(super) fn l4_verdict(status: CsumStatus, absent: bool) -> Result<bool, bool> {
+    match status {
+        CsumStatus::Good if absent => Err(false),
+        CsumStatus::Good => Ok(true),
+        CsumStatus::Partial => Ok(false),
+        CsumStatus::Bad => Err(true),
+        CsumStatus::Unknown => Err(false),
+    }
+}
+
+/// [`l4_verdict`] on a fast path, for a TCP segment: whether it joins with a `Good` checksum
+/// (`false`: `Partial`), verifying it in software when `Unknown` and `verify` is set (its IP
+/// header at `ip.0`, IPv6 when `ip.1`; TCP at `l4`, the frame ending at `end`). `None`: it may
+/// not join this way.
+#[inline(always)]
+pub(super) fn joining_csum(
+    status: CsumStatus,
+    verify: bool,
+    frame: &[u8],
+    ip: (usize, bool),
+    l4: usize,
+    end: usize,
+) -> Option<bool> {
+    match status {
+        CsumStatus::Good => Some(true),
+        CsumStatus::Partial => Some(false),
+        CsumStatus::Bad => None,
+        CsumStatus::Unknown if verify => {
+            let pseudo = pseudo_at(frame, ip.0, ip.1, ip_proto::TCP, end.checked_sub(l4)?)?;
+            (combine(pseudo, sum(frame.get(l4..)?)) == 0xffff).then_some(true)
+        }
+        CsumStatus::Unknown => None,
+    }
+}
+
+// ---- The general path's decision: every per-segment rule in one place ----
+
+/// What a classified, checksum-settled, eligible frame does with its flow's held packet `h`
+/// (Linux `tcp_gro_receive` / `udp_gro_receive_segment` with `inet_gro_flush`): every rule in
+/// order, the first that refuses names the reason. Records the IPv4 ID mode when it joins.
+pub(super) fn decide(h: &mut Held, frame: &[u8], info: &Info) -> Option<Decision> {
+    let len = info.payload_len();
+    // IP fields of every level.
+    let mut ip_flush = false;
+    for lvl in 0..info.levels {
+        let (a, b) = (h.info.ip.get(lvl)?, info.ip.get(lvl)?);
+        if !same_ip_fields(a, b) {
+            ip_flush = true;
+            continue;
+        }
+        if !a.v6 {
+            let fixed = h.fixed_id.get_mut(lvl)?;
+            match ipv4_id_rule(a.id, b.id, h.count, *fixed) {
+                Some(f) => *fixed = f,
+                None => ip_flush = true,
             }
         }
-        let too_big = h.len.saturating_sub(ETH_HLEN) + len > MAX_IP_LEN;
-        match info.proto? {
-            Proto::Tcp => {
-                let mask = u32::from(TCP_CWR | TCP_FIN | TCP_PSH) << 16;
-                let mut flush = info.flags & TCP_CWR != 0
-                    || (info.word3 ^ h.info.word3) & !mask != 0
-                    || info.ack != h.info.ack
-                    || ip_flush
-                    || !same_options(&h.buf, h.info.l4, frame, info.l4, info.word3)
-                    || len == 0
-                    || len > h.mss
-                    || info.seq != h.next_seq;
-                if flush {
-                    return Some(Decision::Refuse(FlushReason::Mismatch));
-                }
-                flush = too_big;
-                if flush {
-                    return Some(Decision::Refuse(FlushReason::Size));
-                }
-                let finish = if info.flags & TCP_FINISHING != 0 {
-                    Some(FlushReason::Flags)
-                } else if len < h.mss {
-                    Some(FlushReason::Size)
-                } else {
-                    None
-                };
-                Some(Decision::Join { finish })
+    }
+    let too_big = !fits_64k(h.len, len);
+    match info.proto? {
+        Proto::Tcp => {
+            let mismatch = carries_cwr(info.flags)
+                || !same_tcp_word3(info.word3, h.info.word3)
+                || info.ack != h.info.ack
+                || ip_flush
+                || !same_options(&h.buf, h.info.l4, frame, info.l4, info.word3)
+                || !fits_segment_size(len, h.mss)
+                || !in_sequence(info.seq, h.next_seq);
+            if mismatch {
+                return Some(Decision::Refuse(FlushReason::Mismatch));
             }
-            Proto::Udp => {
-                if ip_flush {
-                    return Some(Decision::Refuse(FlushReason::Mismatch));
-                }
-                if info.udp_len > h.info.udp_len || too_big {
-                    return Some(Decision::Refuse(FlushReason::Size));
-                }
-                let finish = (info.udp_len != h.info.udp_len || h.count + 1 >= UDP_GRO_CNT_MAX)
-                    .then_some(FlushReason::Size);
-                Some(Decision::Join { finish })
+            if too_big {
+                return Some(Decision::Refuse(FlushReason::Size));
             }
+            let finish = join_finish(info.flags, len, h.mss);
+            Some(Decision::Join { finish })
+        }
+        Proto::Udp => {
+            if ip_flush {
+                return Some(Decision::Refuse(FlushReason::Mismatch));
+            }
+            if too_big {
+                return Some(Decision::Refuse(FlushReason::Size));
+            }
+            Some(match udp_join(h.info.udp_len, info.udp_len, h.count) {
+                Ok(finish) => Decision::Join { finish },
+                Err(reason) => Decision::Refuse(reason),
+            })
         }
     }
 }

@@ -166,14 +166,13 @@ impl Held {
     /// number and (IPv4) ID.
     #[inline(always)]
     pub(super) fn predicted(&self, frame: &[u8], t: &[u8; 20]) -> bool {
-        if be32_in(t, 4) != self.next_seq {
+        if !in_sequence(be32_in(t, 4), self.next_seq) {
             return false;
         }
         if self.info.ip[0].v6 {
             return true;
         }
-        let step = if self.fixed_id[0] { 0 } else { self.count };
-        let id = self.info.ip[0].id.wrapping_add(step);
+        let id = expected_ipv4_id(self.info.ip[0].id, self.count, self.fixed_id[0]);
         be16(frame, ETH_HLEN + 4) == Some(id)
     }
 }
@@ -422,11 +421,7 @@ impl GroEngine {
         h.payload_bytes = info.payload_len();
         h.cwr = info.flags & TCP_CWR != 0;
         h.ports = be32(frame, info.l4).unwrap_or(0);
-        h.plain = info.proto == Some(Proto::Tcp)
-            && info.levels == 1
-            && info.tunnel.is_none()
-            && info.l3[0] == ETH_HLEN
-            && info.l4 == if info.ip[0].v6 { 54 } else { 34 };
+        h.plain = info.is_plain();
         let hash = info.hash;
         h.buf = buf;
         h.len = frame.len();
@@ -497,7 +492,7 @@ impl GroEngine {
         if h.info.proto == Some(Proto::Tcp) {
             // Linux ORs FIN and PSH of the joining segment into the held header.
             if let Some(f) = h.buf.get_mut(h.info.l4 + 13) {
-                *f |= flags & (TCP_FIN | TCP_PSH);
+                *f |= merged_flags(flags);
             }
         }
         if h.first_piece != NO_PIECE {

@@ -29,12 +29,7 @@ impl PlainMasks {
     #[inline(always)]
     pub(super) fn get(&self, info: &Info) -> Option<&[u64; CMP_WORDS]> {
         let v6 = info.ip[0].v6;
-        let plain = info.proto == Some(Proto::Tcp)
-            && info.levels == 1
-            && info.tunnel.is_none()
-            && info.l3[0] == ETH_HLEN
-            && info.l4 == if v6 { 54 } else { 34 };
-        if !plain {
+        if !info.is_plain() {
             return None;
         }
         let doff = info.payload.checked_sub(info.l4)? / 4;
@@ -158,7 +153,7 @@ pub(super) fn fast_view(
     }
     let l4 = info.l4;
     clear(l4 + 4, l4 + 8, 0);
-    clear(l4 + 13, l4 + 14, !(TCP_PSH | TCP_FIN));
+    clear(l4 + 13, l4 + 14, !TCP_MAY_DIFFER);
     clear(l4 + 16, l4 + 20, 0);
     *r = head;
     words

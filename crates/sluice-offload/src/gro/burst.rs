@@ -514,7 +514,12 @@ impl GroEngine {
                 held_segments += 1;
             }
             if let Some(reason) = join_finish(flags, len, f.mss) {
-                counts.bump(reason);
+                // (Flags or Size: the only reasons `join_finish` gives.)
+                if reason == FlushReason::Flags {
+                    counts.flags += 1;
+                } else {
+                    counts.size += 1;
+                }
                 f.done = true;
                 held -= 1;
                 if track {

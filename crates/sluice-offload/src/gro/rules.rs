@@ -213,8 +213,11 @@ pub(super) fn carries_cwr(flags: u8) -> bool {
 /// changed: a lane that fails later leaves the record as it was).
 #[inline(always)]
 pub(super) fn ipv4_id_rule(first_id: u16, id: u16, count: u16, fixed: bool) -> Option<bool> {
-    let fixed = fixed || (count == 1 && id == first_id);
-    (id == expected_ipv4_id(first_id, count, fixed)).then_some(fixed)
+    if id == expected_ipv4_id(first_id, count, fixed) {
+        return Some(fixed);
+    }
+    // The second segment may repeat the first's ID: fixed IDs from then on.
+    (count == 1 && id == first_id).then_some(true)
 }
 
 /// The IPv4 ID the next segment of a packet must carry under [`ipv4_id_rule`] once the mode is
@@ -311,13 +314,10 @@ pub(super) fn ip_header_ok(status: CsumStatus, v6: bool, frame: &[u8], l3: usize
 /// tightest lanes take only such segments; others take the lanes that settle checksums.
 #[inline(always)]
 pub(super) fn device_verified(meta: &OffloadMeta, v6: bool) -> bool {
+    // (Written so that the common case, IPv4 `Good`, is two compares.)
     let ip = meta.status(Slot::OuterIp);
     meta.status(Slot::OuterL4) == CsumStatus::Good
-        && if v6 {
-            ip != CsumStatus::Bad
-        } else {
-            ip == CsumStatus::Good
-        }
+        && (ip == CsumStatus::Good || (v6 && ip != CsumStatus::Bad))
 }
 
 /// The L4 checksum rule once the verdict is settled (given, or verified when `Unknown` and
@@ -414,5 +414,203 @@ pub(super) fn decide(h: &mut Held, frame: &[u8], info: &Info) -> Option<Decision
                 Err(reason) => Decision::Refuse(reason),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv4_id_rule_picks_the_mode_at_the_second_segment() {
+        // Incrementing: the second segment carries first + 1, the n-th after it first + n.
+        assert_eq!(ipv4_id_rule(100, 101, 1, false), Some(false));
+        assert_eq!(ipv4_id_rule(100, 102, 2, false), Some(false));
+        assert_eq!(ipv4_id_rule(100, 104, 3, false), None);
+        assert_eq!(ipv4_id_rule(100, 100, 2, false), None);
+        // Fixed: the second segment repeats the first's ID, and so must every later one.
+        assert_eq!(ipv4_id_rule(100, 100, 1, false), Some(true));
+        assert_eq!(ipv4_id_rule(100, 100, 5, true), Some(true));
+        assert_eq!(ipv4_id_rule(100, 105, 5, true), None);
+        // Any other second ID refuses; IDs wrap modulo 2^16.
+        assert_eq!(ipv4_id_rule(100, 99, 1, false), None);
+        assert_eq!(ipv4_id_rule(0xffff, 0, 1, false), Some(false));
+        assert_eq!(ipv4_id_rule(0xfffe, 1, 3, false), Some(false));
+    }
+
+    #[test]
+    fn expected_ipv4_id_follows_the_mode() {
+        assert_eq!(expected_ipv4_id(7, 3, false), 10);
+        assert_eq!(expected_ipv4_id(7, 3, true), 7);
+        assert_eq!(expected_ipv4_id(0xffff, 2, false), 1);
+    }
+
+    #[test]
+    fn the_64k_limit_counts_the_ip_packet() {
+        // A held frame whose IP packet is 65 535 - 10 bytes takes 10 more bytes, not 11.
+        let held = ETH_HLEN + MAX_IP_LEN - 10;
+        assert!(fits_64k(held, 10));
+        assert!(!fits_64k(held, 11));
+        assert!(fits_64k(54 + 1448, 1448));
+    }
+
+    #[test]
+    fn segment_size_is_one_byte_to_mss() {
+        assert!(!fits_segment_size(0, 1448));
+        assert!(fits_segment_size(1, 1448));
+        assert!(fits_segment_size(1448, 1448));
+        assert!(!fits_segment_size(1449, 1448));
+        assert!(in_sequence(5000, 5000));
+        assert!(!in_sequence(5001, 5000));
+    }
+
+    #[test]
+    fn finishing_flags_and_short_segments_end_a_packet() {
+        for f in [TCP_URG, TCP_PSH, TCP_RST, TCP_SYN, TCP_FIN] {
+            assert!(finishes_packet(f | 0x10), "flag {f:#x}");
+            // A finishing flag is the reason even for a short segment.
+            assert_eq!(join_finish(f, 10, 100), Some(FlushReason::Flags));
+        }
+        for f in [0x10, TCP_CWR, 0x40] {
+            assert!(!finishes_packet(f), "flag {f:#x}");
+        }
+        assert_eq!(join_finish(0x10, 99, 100), Some(FlushReason::Size));
+        assert_eq!(join_finish(0x10, 100, 100), None);
+        assert!(carries_cwr(TCP_CWR | 0x10));
+        assert!(!carries_cwr(0x10 | TCP_PSH));
+        // Only FIN and PSH go into the merged header.
+        assert_eq!(merged_flags(0xff), TCP_FIN | TCP_PSH);
+        assert_eq!(merged_flags(0x10 | TCP_URG), 0);
+    }
+
+    #[test]
+    fn tcp_word3_compares_all_but_fin_psh_cwr() {
+        let base = 0x5010_0200; // data offset 5, ACK, window 512
+        assert!(same_tcp_word3(base, base));
+        for f in [TCP_FIN, TCP_PSH, TCP_CWR] {
+            assert!(same_tcp_word3(base, base | u32::from(f) << 16), "flag {f:#x}");
+        }
+        assert!(!same_tcp_word3(base, base | u32::from(TCP_URG) << 16));
+        assert!(!same_tcp_word3(base, base ^ 0x0010_0000)); // ACK bit
+        assert!(!same_tcp_word3(base, base + 1)); // window
+        assert!(!same_tcp_word3(base, 0x8010_0200)); // data offset
+    }
+
+    #[test]
+    fn options_and_ip_fields_must_be_equal() {
+        let mut a = vec![0u8; 40];
+        a[20..32].copy_from_slice(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]);
+        let mut b = a.clone();
+        assert!(same_options(&a, 0, &b, 0, 8 << 28));
+        b[31] ^= 1;
+        assert!(!same_options(&a, 0, &b, 0, 8 << 28));
+        // Without options nothing is compared; a header shorter than its data offset refuses.
+        assert!(same_options(&a, 0, &b, 0, 5 << 28));
+        assert!(!same_options(&a[..30], 0, &b, 0, 8 << 28));
+        let ip = IpFields {
+            v6: false,
+            ttl: 64,
+            tos: 0,
+            df: true,
+            id: 1,
+        };
+        assert!(same_ip_fields(&ip, &IpFields { id: 9, ..ip }));
+        assert!(!same_ip_fields(&ip, &IpFields { ttl: 63, ..ip }));
+        assert!(!same_ip_fields(&ip, &IpFields { tos: 1, ..ip }));
+        assert!(!same_ip_fields(&ip, &IpFields { df: false, ..ip }));
+    }
+
+    #[test]
+    fn ip_headers_must_fill_the_frame_without_options_or_fragments() {
+        assert!(ip_fills_frame(14, false, 100, 114));
+        assert!(!ip_fills_frame(14, false, 100, 115)); // padding
+        assert!(!ip_fills_frame(14, false, 100, 113)); // truncated
+        assert!(ip_fills_frame(14, true, 60, 114));
+        assert!(!ip_fills_frame(14, true, 100, 114));
+        assert!(ipv4_without_options(0x45));
+        assert!(!ipv4_without_options(0x46));
+        assert!(!ipv4_without_options(0x65));
+        assert!(!ipv4_is_fragment(0x4000)); // DF alone
+        assert!(ipv4_is_fragment(0x2000)); // MF
+        assert!(ipv4_is_fragment(0x0001)); // an offset
+    }
+
+    #[test]
+    fn udp_datagrams_merge_while_equal_up_to_the_count_limit() {
+        assert_eq!(udp_join(100, 101, 1), Err(FlushReason::Size));
+        assert_eq!(udp_join(100, 100, 1), Ok(None));
+        assert_eq!(udp_join(100, 99, 1), Ok(Some(FlushReason::Size)));
+        assert_eq!(udp_join(100, 100, UDP_GRO_CNT_MAX - 2), Ok(None));
+        assert_eq!(
+            udp_join(100, 100, UDP_GRO_CNT_MAX - 1),
+            Ok(Some(FlushReason::Size))
+        );
+    }
+
+    #[test]
+    fn checksum_rules() {
+        // An IPv4 header with a correct checksum at frame offset 14.
+        let mut f = vec![0u8; 34];
+        f[14..34].copy_from_slice(&[
+            0x45, 0, 0, 20, 0, 1, 0x40, 0, 64, 6, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
+        ]);
+        let c = sluice_checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        assert!(ip_header_ok(CsumStatus::Unknown, false, &f, 14));
+        assert!(ip_header_ok(CsumStatus::Good, false, &f, 14));
+        assert!(ip_header_ok(CsumStatus::Partial, false, &f, 14));
+        assert!(!ip_header_ok(CsumStatus::Bad, false, &f, 14));
+        assert!(!ip_header_ok(CsumStatus::Bad, true, &f, 14));
+        assert!(ip_header_ok(CsumStatus::Unknown, true, &f, 14));
+        f[25] ^= 1;
+        assert!(!ip_header_ok(CsumStatus::Unknown, false, &f, 14));
+        assert!(!ip_header_ok(CsumStatus::Unknown, false, &f[..30], 14));
+
+        assert_eq!(l4_verdict(CsumStatus::Good, false), Ok(true));
+        assert_eq!(l4_verdict(CsumStatus::Good, true), Err(false));
+        assert_eq!(l4_verdict(CsumStatus::Partial, false), Ok(false));
+        assert_eq!(l4_verdict(CsumStatus::Bad, false), Err(true));
+        assert_eq!(l4_verdict(CsumStatus::Unknown, false), Err(false));
+
+        let mut m = OffloadMeta::default();
+        assert!(!device_verified(&m, false));
+        assert!(!device_verified(&m, true));
+        m.rx_checksum_unnecessary(false);
+        assert_eq!(
+            device_verified(&m, false),
+            m.status(Slot::OuterIp) == CsumStatus::Good
+        );
+        m.rx_verdict(Slot::OuterIp, Verdict::Good);
+        assert!(device_verified(&m, false));
+        assert!(device_verified(&m, true));
+        m.rx_verdict(Slot::OuterIp, Verdict::Bad);
+        assert!(!device_verified(&m, false));
+        assert!(!device_verified(&m, true));
+    }
+
+    #[test]
+    fn may_start_needs_payload_and_no_finishing_flag_or_cwr() {
+        let tcp = Info {
+            proto: Some(Proto::Tcp),
+            payload: 54,
+            end: 55,
+            flags: 0x10,
+            ..Info::default()
+        };
+        assert!(may_start(&tcp));
+        assert!(!may_start(&Info { end: 54, ..tcp }));
+        assert!(!may_start(&Info {
+            flags: 0x10 | TCP_PSH,
+            ..tcp
+        }));
+        assert!(!may_start(&Info {
+            flags: 0x10 | TCP_CWR,
+            ..tcp
+        }));
+        assert!(may_start(&Info {
+            proto: Some(Proto::Udp),
+            ..Info::default()
+        }));
+        assert!(!may_start(&Info::default()));
     }
 }

@@ -98,10 +98,9 @@ pub(super) struct SimpleFlow {
     /// The first segment's frame length and payload length (every full-size segment's).
     pub(super) end: usize,
     pub(super) mss: usize,
-    /// The first segment's IPv4 ID and the flow's ID mode ([`ipv4_id_rule`]: fixed once the
-    /// second segment repeated the first's ID).
+    /// The first segment's IPv4 ID and the ID rule's state.
     pub(super) id0: u16,
-    pub(super) fixed_id: bool,
+    pub(super) ids: Ipv4Ids,
     pub(super) count: u16,
     /// Merged frame length so far.
     pub(super) len: usize,
@@ -458,7 +457,9 @@ impl GroEngine {
                 }
                 let id = u16::from_be_bytes([head[18], head[19]]);
                 // (Any later refusal abandons the lane, so updating here is safe.)
-                f.fixed_id = ipv4_id_rule(f.id0, id, f.count, f.fixed_id)?;
+                if !f.ids.accept(f.id0, id, f.count) {
+                    return None;
+                }
                 head[34..54].try_into().ok()?
             };
             let len = end - payload;
@@ -513,13 +514,17 @@ impl GroEngine {
             if track {
                 held_segments += 1;
             }
-            if let Some(reason) = join_finish(flags, len, f.mss) {
-                // (Flags or Size: the only reasons `join_finish` gives.)
-                if reason == FlushReason::Flags {
-                    counts.flags += 1;
-                } else {
-                    counts.size += 1;
-                }
+            // `join_finish`'s rules, each counted in its branch (no reason value to build).
+            let finish = if finishes_packet(flags) {
+                counts.flags += 1;
+                true
+            } else if short_segment(len, f.mss) {
+                counts.size += 1;
+                true
+            } else {
+                false
+            };
+            if finish {
                 f.done = true;
                 held -= 1;
                 if track {
@@ -574,7 +579,7 @@ impl GroEngine {
             end: info.end,
             mss,
             id0: info.ip[0].id,
-            fixed_id: false,
+            ids: Ipv4Ids::new(info.ip[0].id),
             count: 1,
             len: info.end,
             next_seq: info.seq.wrapping_add(mss as u32),

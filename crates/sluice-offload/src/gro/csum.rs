@@ -252,10 +252,7 @@ impl GroEngine {
             let h = plain_headers(info, v6);
             self.settle_l4(frame, &h, false, Slot::OuterL4, meta);
         }
-        l4_verdict(
-            meta.status(Slot::OuterL4),
-            meta.csum_absent(Level::Outer),
-        )
+        l4_verdict(meta.status(Slot::OuterL4), meta.csum_absent(Level::Outer))
     }
 
     /// Establishes the checksum state of a segment. `Ok(all_good)`: every checksum is good or

@@ -297,13 +297,9 @@ impl GroEngine {
         if !ip_fills_frame(ETH_HLEN, v6, len_field, end) {
             return Lane::Other;
         }
-        let mut fixed = h.fixed_id[0];
-        if !v6 {
-            let id = u16::from_be_bytes([ip[4], ip[5]]);
-            match ipv4_id_rule(h.info.ip[0].id, id, h.count, fixed) {
-                Some(f) => fixed = f,
-                None => return Lane::Other,
-            }
+        let mut ids = h.ids[0];
+        if !v6 && !ids.accept(h.info.ip[0].id, u16::from_be_bytes([ip[4], ip[5]]), h.count) {
+            return Lane::Other;
         }
         if !ip_header_ok(meta.status(Slot::OuterIp), v6, frame, ETH_HLEN) {
             return Lane::Other;
@@ -325,7 +321,7 @@ impl GroEngine {
         ) else {
             return Lane::Other;
         };
-        h.fixed_id[0] = fixed;
+        h.ids[0] = ids;
         let flags = t[13];
         // Join (as `join`, fast).
         if good && h.all_good && h.count == 1 {
@@ -377,10 +373,13 @@ impl GroEngine {
         let flags = t[13];
         // `end == h.info.end`: a full-size segment, `mss` payload bytes.
         fast_append(h, &mut self.burst, frame, t, true, mss);
+        // (It carried the predicted ID: `Held::predicted`.)
+        h.ids[0].advance();
         self.held_segments += 1;
         self.stats.merged_segments += 1;
-        if let Some(reason) = join_finish(flags, mss, mss) {
-            self.finish(i, reason);
+        // (A full-size segment: only its flags may finish the packet.)
+        if finishes_packet(flags) {
+            self.finish(i, FlushReason::Flags);
         }
         self.enforce_budget();
         Lane::Joined
@@ -474,7 +473,7 @@ impl GroEngine {
         let info = &h.info;
         let (l4, payload, levels) = (info.l4, info.payload, info.levels.min(2));
         let end = frame.len();
-        let mut fixed_id = h.fixed_id;
+        let mut ids = h.ids;
         // Lengths, IDs and IPv4 header checksums of every level.
         for lvl in 0..levels {
             let l3 = *info.l3.get(lvl)?;
@@ -484,8 +483,12 @@ impl GroEngine {
                 return None;
             }
             if !ip.v6 {
-                let fixed = fixed_id.get_mut(lvl)?;
-                *fixed = ipv4_id_rule(ip.id, be16(frame, l3 + 4)?, h.count, *fixed)?;
+                if !ids
+                    .get_mut(lvl)?
+                    .accept(ip.id, be16(frame, l3 + 4)?, h.count)
+                {
+                    return None;
+                }
             }
             if !ip_header_ok(meta.status(Slot::ip(level_of(lvl))), ip.v6, frame, l3) {
                 return None;
@@ -523,7 +526,7 @@ impl GroEngine {
             l4,
             end,
         )?;
-        h.fixed_id = fixed_id;
+        h.ids = ids;
         Some((end, flags, good, join_finish(flags, len, h.mss)))
     }
 
@@ -549,9 +552,9 @@ impl GroEngine {
             return None;
         }
         let v6 = info.ip[0].v6;
-        let mut fixed = h.fixed_id[0];
-        if !v6 {
-            fixed = ipv4_id_rule(h.info.ip[0].id, info.ip[0].id, h.count, fixed)?;
+        let mut ids = h.ids[0];
+        if !v6 && !ids.accept(h.info.ip[0].id, info.ip[0].id, h.count) {
+            return None;
         }
         if !ip_header_ok(meta.status(Slot::OuterIp), v6, frame, ETH_HLEN) {
             return None;
@@ -564,7 +567,7 @@ impl GroEngine {
             info.l4,
             info.end,
         )?;
-        h.fixed_id[0] = fixed;
+        h.ids[0] = ids;
         Some((good, join_finish(info.flags, len, h.mss)))
     }
 }

@@ -398,7 +398,7 @@ impl GroEngine {
         for (k, frame) in frames.iter().enumerate() {
             self.burst.index = u32::try_from(k).unwrap_or(u32::MAX);
             self.stats.frames_in += 1;
-            self.step(frame, metas.get(k).unwrap_or(&none), 0);
+            self.step::<true>(frame, metas.get(k).unwrap_or(&none), 0);
         }
         self.flush_all(FlushReason::BatchEnd);
         self.burst.active = false;
@@ -453,21 +453,21 @@ impl GroEngine {
     /// Receives one frame with the metadata its receiver knows.
     pub fn receive(&mut self, frame: &[u8], meta: OffloadMeta, now: u64) {
         self.stats.frames_in += 1;
-        self.step(frame, &meta, now);
+        self.step::<false>(frame, &meta, now);
     }
 
     /// The engine's one per-frame step, whatever the mode: the lanes in order, from the tightest
     /// to the general path, each deciding only what the general path would (see `lanes.rs`).
-    /// The modes are parameters, not separate code: zero copy (`burst.active`, set by
-    /// [`GroEngine::coalesce_burst`]: payloads become pieces of the input frames; the tightest
-    /// lane is tried first, as bursts of one flow are the common case) or copying (payloads
-    /// copied into pooled buffers), and software verification ([`GroConfig::verify_checksums`],
-    /// read by the lanes that settle checksums).
+    /// The modes are parameters, not separate code: zero copy (`ZERO_COPY`, with `burst.active`
+    /// set by [`GroEngine::coalesce_burst`]: payloads become pieces of the input frames; the
+    /// tightest lane is tried first, as bursts of one flow are the common case) or copying
+    /// (payloads copied into pooled buffers), and software verification
+    /// ([`GroConfig::verify_checksums`], read by the lanes that settle checksums).
     #[inline(always)]
-    fn step(&mut self, frame: &[u8], meta: &OffloadMeta, now: u64) {
+    fn step<const ZERO_COPY: bool>(&mut self, frame: &[u8], meta: &OffloadMeta, now: u64) {
         let lane = if !self.cfg.tcp {
             Lane::Other
-        } else if self.burst.active && self.tight_join(frame, meta) {
+        } else if ZERO_COPY && self.tight_join(frame, meta) {
             Lane::Joined
         } else {
             self.quick_join(frame, meta)

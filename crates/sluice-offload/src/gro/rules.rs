@@ -205,26 +205,50 @@ pub(super) fn carries_cwr(flags: u8) -> bool {
 
 // ---- Order and size ----
 
-/// The IPv4 ID rule of Linux 6.18 (`inet_gro_flush`), for one IPv4 header level: the packet's
-/// second segment decides whether the flow uses a fixed ID (equal to the first segment's) or an
-/// incrementing one (the first's + n for the n-th segment after it, modulo 2¹⁶). `first_id`:
-/// the first segment's ID; `count`: segments held; `fixed`: the mode decided so far. Returns the
-/// mode to record if the segment with `id` may join, `None` if the rule refuses it (nothing is
-/// changed: a lane that fails later leaves the record as it was).
-#[inline(always)]
-pub(super) fn ipv4_id_rule(first_id: u16, id: u16, count: u16, fixed: bool) -> Option<bool> {
-    if id == expected_ipv4_id(first_id, count, fixed) {
-        return Some(fixed);
-    }
-    // The second segment may repeat the first's ID: fixed IDs from then on.
-    (count == 1 && id == first_id).then_some(true)
+/// The IPv4 ID rule of Linux 6.18 (`inet_gro_flush`) for one IPv4 header level of a packet:
+/// the packet's second segment decides whether the flow uses a fixed ID (equal to the first
+/// segment's) or an incrementing one (the first's + n for the n-th segment after it, modulo
+/// 2¹⁶). The state is the ID the next segment must carry and the step after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Ipv4Ids {
+    /// The ID the next segment must carry.
+    pub(super) next: u16,
+    /// 1 (incrementing) or 0 (fixed, once the second segment repeated the first's ID).
+    step: u16,
 }
 
-/// The IPv4 ID the next segment of a packet must carry under [`ipv4_id_rule`] once the mode is
-/// decided (`count` ≥ 2, or `fixed` known).
-#[inline(always)]
-pub(super) fn expected_ipv4_id(first_id: u16, count: u16, fixed: bool) -> u16 {
-    first_id.wrapping_add(if fixed { 0 } else { count })
+impl Ipv4Ids {
+    /// The state of a packet whose first segment carries `first_id`.
+    #[inline(always)]
+    pub(super) fn new(first_id: u16) -> Self {
+        Ipv4Ids {
+            next: first_id.wrapping_add(1),
+            step: 1,
+        }
+    }
+
+    /// The rule: whether a segment carrying `id` may join a packet of `count` segments whose
+    /// first carried `first_id`; if so the state moves on to the segment after it (a lane that
+    /// may still refuse the segment works on a copy). `false` changes nothing.
+    #[inline(always)]
+    pub(super) fn accept(&mut self, first_id: u16, id: u16, count: u16) -> bool {
+        if id != self.next {
+            // The second segment may repeat the first's ID: fixed IDs from then on.
+            if count != 1 || id != first_id {
+                return false;
+            }
+            self.next = id;
+            self.step = 0;
+        }
+        self.advance();
+        true
+    }
+
+    /// Moves on after a segment that carried [`Ipv4Ids::next`] joined.
+    #[inline(always)]
+    pub(super) fn advance(&mut self) {
+        self.next = self.next.wrapping_add(self.step);
+    }
 }
 
 /// Whether a TCP segment continues its packet's byte stream: its sequence number is exactly the
@@ -259,13 +283,20 @@ pub(super) fn finishes_packet(flags: u8) -> bool {
     flags & TCP_FINISHING != 0
 }
 
+/// Whether a TCP segment of `len` payload bytes that joined is shorter than its packet's segment
+/// size `mss`: the packet then leaves ([`FlushReason::Size`]).
+#[inline(always)]
+pub(super) fn short_segment(len: usize, mss: usize) -> bool {
+    len < mss
+}
+
 /// Why a TCP segment of `len` payload bytes that joined ends its packet: a finishing flag
 /// ([`finishes_packet`]), or shorter than the packet's segment size `mss`; `None`: it stays held.
 #[inline(always)]
 pub(super) fn join_finish(flags: u8, len: usize, mss: usize) -> Option<FlushReason> {
     if finishes_packet(flags) {
         Some(FlushReason::Flags)
-    } else if len < mss {
+    } else if short_segment(len, mss) {
         Some(FlushReason::Size)
     } else {
         None
@@ -376,10 +407,8 @@ pub(super) fn decide(h: &mut Held, frame: &[u8], info: &Info) -> Option<Decision
             continue;
         }
         if !a.v6 {
-            let fixed = h.fixed_id.get_mut(lvl)?;
-            match ipv4_id_rule(a.id, b.id, h.count, *fixed) {
-                Some(f) => *fixed = f,
-                None => ip_flush = true,
+            if !h.ids.get_mut(lvl)?.accept(a.id, b.id, h.count) {
+                ip_flush = true;
             }
         }
     }
@@ -421,28 +450,40 @@ pub(super) fn decide(h: &mut Held, frame: &[u8], info: &Info) -> Option<Decision
 mod tests {
     use super::*;
 
-    #[test]
-    fn ipv4_id_rule_picks_the_mode_at_the_second_segment() {
-        // Incrementing: the second segment carries first + 1, the n-th after it first + n.
-        assert_eq!(ipv4_id_rule(100, 101, 1, false), Some(false));
-        assert_eq!(ipv4_id_rule(100, 102, 2, false), Some(false));
-        assert_eq!(ipv4_id_rule(100, 104, 3, false), None);
-        assert_eq!(ipv4_id_rule(100, 100, 2, false), None);
-        // Fixed: the second segment repeats the first's ID, and so must every later one.
-        assert_eq!(ipv4_id_rule(100, 100, 1, false), Some(true));
-        assert_eq!(ipv4_id_rule(100, 100, 5, true), Some(true));
-        assert_eq!(ipv4_id_rule(100, 105, 5, true), None);
-        // Any other second ID refuses; IDs wrap modulo 2^16.
-        assert_eq!(ipv4_id_rule(100, 99, 1, false), None);
-        assert_eq!(ipv4_id_rule(0xffff, 0, 1, false), Some(false));
-        assert_eq!(ipv4_id_rule(0xfffe, 1, 3, false), Some(false));
+    /// Feeds IDs to a packet whose first segment carried `first`; which were accepted.
+    fn ids_accepted(first: u16, ids: &[u16]) -> Vec<bool> {
+        let mut st = Ipv4Ids::new(first);
+        let mut count = 1;
+        ids.iter()
+            .map(|&id| {
+                let ok = st.accept(first, id, count);
+                if ok {
+                    count += 1;
+                }
+                ok
+            })
+            .collect()
     }
 
     #[test]
-    fn expected_ipv4_id_follows_the_mode() {
-        assert_eq!(expected_ipv4_id(7, 3, false), 10);
-        assert_eq!(expected_ipv4_id(7, 3, true), 7);
-        assert_eq!(expected_ipv4_id(0xffff, 2, false), 1);
+    fn ipv4_id_rule_picks_the_mode_at_the_second_segment() {
+        // Incrementing: the n-th segment after the first carries first + n.
+        assert_eq!(ids_accepted(100, &[101, 102, 103]), [true; 3]);
+        assert_eq!(ids_accepted(100, &[101, 103]), [true, false]);
+        assert_eq!(ids_accepted(100, &[101, 101]), [true, false]);
+        // Fixed: the second segment repeats the first's ID, and so must every later one.
+        assert_eq!(ids_accepted(100, &[100, 100, 100]), [true; 3]);
+        assert_eq!(ids_accepted(100, &[100, 102]), [true, false]);
+        assert_eq!(ids_accepted(100, &[100, 101]), [true, false]);
+        // Any other second ID refuses, and a refusal changes nothing.
+        assert_eq!(ids_accepted(100, &[99, 101]), [false, true]);
+        assert_eq!(ids_accepted(100, &[102, 101]), [false, true]);
+        // IDs wrap modulo 2^16.
+        assert_eq!(ids_accepted(0xffff, &[0, 1]), [true, true]);
+        let mut st = Ipv4Ids::new(7);
+        assert!(st.accept(7, 8, 1));
+        st.advance();
+        assert_eq!(st.next, 10);
     }
 
     #[test]
@@ -488,7 +529,10 @@ mod tests {
         let base = 0x5010_0200; // data offset 5, ACK, window 512
         assert!(same_tcp_word3(base, base));
         for f in [TCP_FIN, TCP_PSH, TCP_CWR] {
-            assert!(same_tcp_word3(base, base | u32::from(f) << 16), "flag {f:#x}");
+            assert!(
+                same_tcp_word3(base, base | u32::from(f) << 16),
+                "flag {f:#x}"
+            );
         }
         assert!(!same_tcp_word3(base, base | u32::from(TCP_URG) << 16));
         assert!(!same_tcp_word3(base, base ^ 0x0010_0000)); // ACK bit

@@ -21,7 +21,7 @@ pub(super) struct Held {
     pub(super) count: u16,
     pub(super) mss: usize,
     pub(super) next_seq: u32,
-    pub(super) fixed_id: [bool; 2],
+    pub(super) ids: [Ipv4Ids; 2],
     /// Whether every segment's L4 checksum was `Good` (else some was `Partial`).
     pub(super) all_good: bool,
     /// Ones'-complement sum of the merged payload (valid while `all_good`), less the deferred
@@ -172,8 +172,7 @@ impl Held {
         if self.info.ip[0].v6 {
             return true;
         }
-        let id = expected_ipv4_id(self.info.ip[0].id, self.count, self.fixed_id[0]);
-        be16(frame, ETH_HLEN + 4) == Some(id)
+        be16(frame, ETH_HLEN + 4) == Some(self.ids[0].next)
     }
 }
 
@@ -429,7 +428,7 @@ impl GroEngine {
         h.last_piece = last_piece;
         h.meta = meta;
         h.count = 1;
-        h.fixed_id = [false; 2];
+        h.ids = [Ipv4Ids::new(info.ip[0].id), Ipv4Ids::new(info.ip[1].id)];
         h.all_good = good;
         h.payload_sum = 0;
         h.deferred_n = 0;

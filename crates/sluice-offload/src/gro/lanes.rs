@@ -482,13 +482,12 @@ impl GroEngine {
             if !ip_fills_frame(l3, ip.v6, len_field, end) {
                 return None;
             }
-            if !ip.v6 {
-                if !ids
+            if !ip.v6
+                && !ids
                     .get_mut(lvl)?
                     .accept(ip.id, be16(frame, l3 + 4)?, h.count)
-                {
-                    return None;
-                }
+            {
+                return None;
             }
             if !ip_header_ok(meta.status(Slot::ip(level_of(lvl))), ip.v6, frame, l3) {
                 return None;

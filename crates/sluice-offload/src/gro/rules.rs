@@ -406,10 +406,8 @@ pub(super) fn decide(h: &mut Held, frame: &[u8], info: &Info) -> Option<Decision
             ip_flush = true;
             continue;
         }
-        if !a.v6 {
-            if !h.ids.get_mut(lvl)?.accept(a.id, b.id, h.count) {
-                ip_flush = true;
-            }
+        if !a.v6 && !h.ids.get_mut(lvl)?.accept(a.id, b.id, h.count) {
+            ip_flush = true;
         }
     }
     let too_big = !fits_64k(h.len, len);

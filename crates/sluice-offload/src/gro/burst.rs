@@ -373,6 +373,10 @@ impl GroEngine {
         // Held segments are counted only when the burst could exceed the segment budget.
         let track = frames.len() > self.cfg.max_held_packets;
         for (k, (&frame, meta)) in frames.iter().zip(metas).enumerate() {
+            // Half of `device_verified`, which every frame here must pass, tested first.
+            if meta.status(Slot::OuterL4) != CsumStatus::Good {
+                return None;
+            }
             let head = frame.first_chunk::<64>()?;
             let hint = port_cache_index(&head[34..38]) % PORT_CACHE;
             let hinted = match *hints.get(hint)? {

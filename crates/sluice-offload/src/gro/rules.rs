@@ -48,9 +48,8 @@ pub(super) enum Decision {
 #[inline]
 pub(super) fn may_start(info: &Info) -> bool {
     match info.proto {
-        Some(Proto::Tcp) => {
-            info.payload_len() >= 1 && !finishes_packet(info.flags) && !carries_cwr(info.flags)
-        }
+        // Neither `finishes_packet` nor `carries_cwr`, tested at once.
+        Some(Proto::Tcp) => info.payload_len() >= 1 && info.flags & (TCP_FINISHING | TCP_CWR) == 0,
         Some(Proto::Udp) => true,
         None => false,
     }

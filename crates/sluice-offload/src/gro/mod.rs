@@ -2,6 +2,20 @@
 //! decisions of Linux 6.18 (`dev_gro_receive`, `inet_gro_receive`, `ipv6_gro_receive`,
 //! `tcp_gro_receive`, `udp_gro_receive_segment`, the VXLAN/Geneve/GRE receive hooks).
 //!
+//! # Entry points
+//!
+//! One engine, one per-frame step (`GroEngine::step`, in this file), two ways to feed it:
+//!
+//! - [`GroEngine::receive_batch`] (copying mode): a batch of frames, then the batch end; the
+//!   output queue holds owned frames. The datapath calls this once per port and poll, and the
+//!   benchmark's `sluice_gro_*` workloads measure it. [`GroEngine::receive`] +
+//!   [`GroEngine::end_batch`] is the same, a frame at a time.
+//! - [`GroEngine::coalesce_burst`] (zero-copy mode): one burst in, [`GroBurst`] out (rewritten
+//!   headers plus pieces of the input frames); the benchmark's `sluice_burst_*` workloads.
+//!
+//! The modes are parameters of the step, not copies of the logic: zero copy (where payloads
+//! go), and software checksum verification ([`GroConfig::verify_checksums`]).
+//!
 //! # Model
 //!
 //! A [`GroEngine`] serves one port or queue. It is fed frames one at a time
@@ -117,6 +131,60 @@
 //!   that each extend their flow in order is coalesced without held records (a per-burst flow
 //!   table; one packet per flow), with the general pass's decisions; any other frame sends the
 //!   whole burst to the general pass.
+//!
+//! # Files
+//!
+//! - `mod.rs`: the public types and entry points, the per-frame step.
+//! - `rules.rs`: every merge and flush rule, once (table below), and `decide`, the general
+//!   path's decision that applies them all in order.
+//! - `flow.rs`: classification: a frame's merge fields (`Info`) from the parser (`classify`) or
+//!   at fixed offsets for a plain frame (`plain_tcp`); the flow hash (`flow_hash`) and the flow
+//!   key (`key_walk`, `shape`); frame readers.
+//! - `table.rs`: the held-packet table: records (`Held`), the flow index (`FlowIndex`), holding
+//!   (`start`, `hold`), joining (`join`), eviction (`enforce_budget`) and flushes.
+//! - `view.rs`: the fast path's header comparison (`fast_view`, `same_headers`, `PlainMasks`,
+//!   the port-cache hint).
+//! - `lanes.rs`: the per-frame lanes, tightest first: `tight_join` (zero copy only),
+//!   `quick_join` and `predicted_join`, `start_fresh`, then `receive_rest`: `receive_plain`
+//!   (`plain_check`), `try_fast` (`fast_check`) and the parser path into `merge_or_hold`.
+//! - `csum.rs`: settling checksum verdicts (`plain_csums`, `check_csums`, `settle_l4`,
+//!   `adopt`) and the header-only sums of merged packets.
+//! - `finish.rs`: finishing a held packet (`complete`): lengths, IPv4 header checksums, L4
+//!   checksums, flags and GSO metadata (`finalize`, `finalize_plain`), then the output
+//!   (`emit`, `pass`).
+//! - `burst.rs`: zero-copy output ([`GroBurst`], piece chains) and the simple lane that
+//!   coalesces a whole burst of plain, device-verified segments (`simple_burst`).
+//!
+//! # Where each rule is (all in `rules.rs` unless named)
+//!
+//! | Rule | Function |
+//! |---|---|
+//! | same flow (Linux `same_flow`) | `same_flow` (key: `flow.rs` `key_walk`) |
+//! | TTL, TOS, DF / hop limit, traffic class equal | `same_ip_fields` |
+//! | IPv4 ID fixed or incrementing, per IP level | `Ipv4Ids::accept` |
+//! | TCP data offset, flags, window equal (but FIN, PSH, CWR) | `same_tcp_word3` |
+//! | ACK number equal | `same_ack` |
+//! | TCP options identical | `same_options` |
+//! | CWR never merges | `carries_cwr` |
+//! | sequence number = end of held data | `in_sequence` |
+//! | payload 1 byte to the first segment's size | `fits_segment_size` |
+//! | 64 KiB limit | `fits_64k` |
+//! | PSH, FIN, URG, RST, SYN finish the packet | `finishes_packet`, `join_finish` |
+//! | a shorter segment joins and finishes it | `short_segment`, `join_finish` |
+//! | FIN and PSH ORed into the merged header | `merged_flags` |
+//! | UDP: equal lengths, shorter finishes, 64 datagrams | `udp_join` |
+//! | which lone frames may be held | `may_start` |
+//! | IP options, fragments, padding, IPv6 extensions, tunnel headers | `eligible`; at fixed offsets `ipv4_without_options`, `ipv4_is_fragment`, `ip_fills_frame` |
+//! | IP header checksum of a joining segment | `ip_header_ok` |
+//! | L4 checksum verdict | `l4_verdict`; fast paths `joining_csum`; tightest lanes `device_verified` |
+//! | all of the above for one segment, in order | `decide` |
+//! | full table: evict the oldest | `table.rs` `GroEngine::start` |
+//! | held-segment budget | `table.rs` `GroEngine::enforce_budget` |
+//! | batch end and age | [`GroEngine::end_batch`], [`GroEngine::flush_aged`] |
+//!
+//! A fast lane proves the "must be equal" rules at once by one masked header comparison
+//! (`view.rs`: the mask leaves out exactly the fields the rules let vary) and calls the
+//! functions above for the rest; whatever it cannot settle it leaves to the general path.
 
 mod burst;
 mod csum;

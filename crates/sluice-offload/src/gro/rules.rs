@@ -182,6 +182,12 @@ pub(super) fn same_tcp_word3(a: u32, b: u32) -> bool {
     (a ^ b) & !may_differ == 0
 }
 
+/// Whether two TCP segments carry the same acknowledgment number (Linux flushes on any change).
+#[inline(always)]
+pub(super) fn same_ack(a: u32, b: u32) -> bool {
+    a == b
+}
+
 /// Whether the TCP option bytes of two headers are identical (the data offsets were compared as
 /// part of the 4th word already, [`same_tcp_word3`]).
 pub(super) fn same_options(a: &[u8], al4: usize, b: &[u8], bl4: usize, word3: u32) -> bool {
@@ -414,7 +420,7 @@ pub(super) fn decide(h: &mut Held, frame: &[u8], info: &Info) -> Option<Decision
         Proto::Tcp => {
             let mismatch = carries_cwr(info.flags)
                 || !same_tcp_word3(info.word3, h.info.word3)
-                || info.ack != h.info.ack
+                || !same_ack(info.ack, h.info.ack)
                 || ip_flush
                 || !same_options(&h.buf, h.info.l4, frame, info.l4, info.word3)
                 || !fits_segment_size(len, h.mss)
@@ -535,6 +541,8 @@ mod tests {
         assert!(!same_tcp_word3(base, base ^ 0x0010_0000)); // ACK bit
         assert!(!same_tcp_word3(base, base + 1)); // window
         assert!(!same_tcp_word3(base, 0x8010_0200)); // data offset
+        assert!(same_ack(7, 7));
+        assert!(!same_ack(7, 8));
     }
 
     #[test]

@@ -98,8 +98,7 @@ pub(super) struct SimpleFlow {
     /// The first segment's frame length and payload length (every full-size segment's).
     pub(super) end: usize,
     pub(super) mss: usize,
-    /// The first segment's IPv4 ID and the ID rule's state.
-    pub(super) id0: u16,
+    /// The IPv4 ID rule's state.
     pub(super) ids: Ipv4Ids,
     pub(super) count: u16,
     /// Merged frame length so far.
@@ -461,7 +460,7 @@ impl GroEngine {
                 }
                 let id = u16::from_be_bytes([head[18], head[19]]);
                 // (Any later refusal abandons the lane, so updating here is safe.)
-                if !f.ids.accept(f.id0, id, f.count) {
+                if !f.ids.accept(id, f.count) {
                     return None;
                 }
                 head[34..54].try_into().ok()?
@@ -582,7 +581,6 @@ impl GroEngine {
             doff: (info.payload - info.l4) / 4,
             end: info.end,
             mss,
-            id0: info.ip[0].id,
             ids: Ipv4Ids::new(info.ip[0].id),
             count: 1,
             len: info.end,

@@ -272,7 +272,7 @@ pub(super) fn plain_hash_v6(b: &[u8; 74]) -> u64 {
 pub(super) fn plain_hash(frame: &[u8]) -> Option<u64> {
     let b: &[u8; 54] = frame.get(..54)?.try_into().ok()?;
     match u16::from_be_bytes([b[12], b[13]]) {
-        sluice_wire::ethertype::IPV4 if b[14] == 0x45 && b[23] == ip_proto::TCP => {
+        sluice_wire::ethertype::IPV4 if ipv4_without_options(b[14]) && b[23] == ip_proto::TCP => {
             Some(plain_hash_v4(b))
         }
         sluice_wire::ethertype::IPV6 if b[20] == ip_proto::TCP => {

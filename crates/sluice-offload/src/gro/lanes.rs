@@ -298,7 +298,7 @@ impl GroEngine {
             return Lane::Other;
         }
         let mut ids = h.ids[0];
-        if !v6 && !ids.accept(h.info.ip[0].id, u16::from_be_bytes([ip[4], ip[5]]), h.count) {
+        if !v6 && !ids.accept(u16::from_be_bytes([ip[4], ip[5]]), h.count) {
             return Lane::Other;
         }
         if !ip_header_ok(meta.status(Slot::OuterIp), v6, frame, ETH_HLEN) {
@@ -482,11 +482,7 @@ impl GroEngine {
             if !ip_fills_frame(l3, ip.v6, len_field, end) {
                 return None;
             }
-            if !ip.v6
-                && !ids
-                    .get_mut(lvl)?
-                    .accept(ip.id, be16(frame, l3 + 4)?, h.count)
-            {
+            if !ip.v6 && !ids.get_mut(lvl)?.accept(be16(frame, l3 + 4)?, h.count) {
                 return None;
             }
             if !ip_header_ok(meta.status(Slot::ip(level_of(lvl))), ip.v6, frame, l3) {
@@ -552,7 +548,7 @@ impl GroEngine {
         }
         let v6 = info.ip[0].v6;
         let mut ids = h.ids[0];
-        if !v6 && !ids.accept(h.info.ip[0].id, info.ip[0].id, h.count) {
+        if !v6 && !ids.accept(info.ip[0].id, h.count) {
             return None;
         }
         if !ip_header_ok(meta.status(Slot::OuterIp), v6, frame, ETH_HLEN) {

@@ -232,14 +232,15 @@ impl Ipv4Ids {
         }
     }
 
-    /// The rule: whether a segment carrying `id` may join a packet of `count` segments whose
-    /// first carried `first_id`; if so the state moves on to the segment after it (a lane that
-    /// may still refuse the segment works on a copy). `false` changes nothing.
+    /// The rule: whether a segment carrying `id` may join a packet of `count` segments; if so
+    /// the state moves on to the segment after it (a lane that may still refuse the segment
+    /// works on a copy). `false` changes nothing. While `count` is 1 the state is still
+    /// [`Ipv4Ids::new`]'s, so the first segment's ID is `next - 1`.
     #[inline(always)]
-    pub(super) fn accept(&mut self, first_id: u16, id: u16, count: u16) -> bool {
+    pub(super) fn accept(&mut self, id: u16, count: u16) -> bool {
         if id != self.next {
             // The second segment may repeat the first's ID: fixed IDs from then on.
-            if count != 1 || id != first_id {
+            if count != 1 || id != self.next.wrapping_sub(1) {
                 return false;
             }
             self.next = id;
@@ -411,7 +412,7 @@ pub(super) fn decide(h: &mut Held, frame: &[u8], info: &Info) -> Option<Decision
             ip_flush = true;
             continue;
         }
-        if !a.v6 && !h.ids.get_mut(lvl)?.accept(a.id, b.id, h.count) {
+        if !a.v6 && !h.ids.get_mut(lvl)?.accept(b.id, h.count) {
             ip_flush = true;
         }
     }
@@ -459,7 +460,7 @@ mod tests {
         let mut count = 1;
         ids.iter()
             .map(|&id| {
-                let ok = st.accept(first, id, count);
+                let ok = st.accept(id, count);
                 if ok {
                     count += 1;
                 }
@@ -484,7 +485,7 @@ mod tests {
         // IDs wrap modulo 2^16.
         assert_eq!(ids_accepted(0xffff, &[0, 1]), [true, true]);
         let mut st = Ipv4Ids::new(7);
-        assert!(st.accept(7, 8, 1));
+        assert!(st.accept(8, 1));
         st.advance();
         assert_eq!(st.next, 10);
     }

@@ -418,7 +418,7 @@ impl GroEngine {
         h.mss = info.payload_len();
         h.next_seq = info.seq.wrapping_add(info.payload_len() as u32);
         h.payload_bytes = info.payload_len();
-        h.cwr = info.flags & TCP_CWR != 0;
+        h.cwr = carries_cwr(info.flags);
         h.ports = be32(frame, info.l4).unwrap_or(0);
         h.plain = info.is_plain();
         let hash = info.hash;

@@ -2,7 +2,17 @@
 //! input frames), the piece chains, and the simple lane that coalesces a whole burst of plain,
 //! device-verified TCP segments without held records.
 
-use super::*;
+use super::csum::{fixed_tcp_acc_at, fold64, varying_words};
+use super::finish::{finish_plain_header, plain_merged_meta, set_ipv4_total, PlainShape};
+use super::flow::{be32_in, le32_in, plain_hash, plain_tcp, ETH_HLEN};
+use super::rules::{
+    device_verified, finishes_packet, fits_64k, fits_segment_size, in_sequence, ip_fills_frame,
+    may_start, merged_flags, short_segment, Ipv4Ids,
+};
+use super::view::{masked_equal, port_cache_index, PlainMasks, CMP_WORDS, PORT_CACHE};
+use super::{FlushCounts, GroEngine};
+use sluice_checksum::combine;
+use sluice_packet::{CsumStatus, OffloadMeta, Slot};
 
 /// No piece: a held packet in copying mode, or the end of a piece chain.
 pub(super) const NO_PIECE: u32 = u32::MAX;
@@ -106,8 +116,8 @@ pub(super) struct SimpleFlow {
     pub(super) next_seq: u32,
     /// FIN and PSH of the segments joined (ORed into the header, as Linux does).
     pub(super) flags_or: u8,
-    /// As [`Held::fixed_sum`] (but not folded), [`Held::payload_sum`] and
-    /// [`Held::deferred_acc`]; the segments summed at once (odd payload offsets) are counted
+    /// As [`Held::fixed_sum`](super::table::Held::fixed_sum) (but not folded), [`Held::payload_sum`](super::table::Held::payload_sum) and
+    /// [`Held::deferred_acc`](super::table::Held::deferred_acc); the segments summed at once (odd payload offsets) are counted
     /// instead of the deferred ones (the rest of `count`).
     pub(super) fixed_sum: u64,
     pub(super) payload_sum: u16,
@@ -132,7 +142,7 @@ pub(super) struct SimpleRef {
 }
 
 impl SimpleFlow {
-    /// The payload sum with the deferred segments folded in (as [`Held::payload_sum_total`]).
+    /// The payload sum with the deferred segments folded in (as [`Held::payload_sum_total`](super::table::Held::payload_sum_total)).
     pub(super) fn payload_sum_total(&self) -> u16 {
         // (`fixed_sum` is below 2^40 and `deferred_n` at most 64: no overflow.)
         // Every segment not summed at an odd offset was deferred, the first included.
@@ -200,7 +210,7 @@ pub struct BurstPacket {
     /// The header bytes in [`GroBurst::header`] (empty for a packet of one frame, merged with
     /// nothing or passed through: its one piece is the whole frame).
     pub header: core::ops::Range<usize>,
-    /// Its metadata, as for [`GroPacket::meta`].
+    /// Its metadata, as for [`GroPacket::meta`](super::GroPacket::meta).
     pub meta: OffloadMeta,
     /// How many input frames it is made of.
     pub segments: u16,
@@ -266,7 +276,7 @@ impl GroBurst {
 }
 
 /// [`finish_plain_header`] for a header copy in a fixed-size array of simple-lane flow `f`
-/// (flags ORed in here), whose [`Held::fixed_sum`] is known: the TCP checksum from it and the
+/// (flags ORed in here), whose [`Held::fixed_sum`](super::table::Held::fixed_sum) is known: the TCP checksum from it and the
 /// words that vary (sequence number, data offset/flags/window with the flags ORed in, urgent
 /// pointer) instead of summing the pseudo-header and the TCP header again.
 #[inline(always)]

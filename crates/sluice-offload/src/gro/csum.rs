@@ -1,7 +1,14 @@
 //! Checksum handling: settling a segment's checksum verdicts (given, or verified in software),
 //! and the header-only sums that give a merged packet's checksums without reading payload again.
 
-use super::*;
+use super::flow::{be32_in, plain_headers, plain_offsets, Info, Proto};
+use super::rules::l4_verdict;
+use super::table::Held;
+use super::GroEngine;
+use sluice_checksum::combine;
+use sluice_packet::verify::{verify_ip, verify_l4};
+use sluice_packet::{CsumStatus, Level, OffloadMeta, Slot, Verdict};
+use sluice_wire::{ip_proto, Headers};
 
 /// A payload sum with `n` deferred segments folded in: each such segment's payload sums to
 /// minus (`fixed_sum` + its varying words + its length), so all of them to minus
@@ -65,7 +72,7 @@ pub(super) fn fixed_tcp_acc_at(
 }
 
 /// The folded ones'-complement sum of a short slice (a header), inline: cheaper than the
-/// dispatched [`sum`] for a few dozen bytes. Same value as [`sum`].
+/// dispatched [`sum`](sluice_checksum::sum) for a few dozen bytes. Same value as [`sum`](sluice_checksum::sum).
 #[inline(always)]
 pub(super) fn small_sum(b: &[u8]) -> u16 {
     let mut acc = words_sum(b);
@@ -91,7 +98,7 @@ pub(super) fn words_sum(b: &[u8]) -> u64 {
     acc
 }
 
-/// The payload sum of a segment that passed [`same_headers`] for held packet `h` and whose TCP
+/// The payload sum of a segment that passed [`same_headers`](super::view::same_headers) for held packet `h` and whose TCP
 /// checksum is good: the complement of its pseudo-header and TCP header sums, from
 /// [`Held::fixed_sum`] plus the words that vary.
 #[inline(always)]

@@ -1,7 +1,14 @@
 //! Finishing a held packet: lengths, IPv4 header checksums, L4 checksums, the TCP flags and the
 //! GSO metadata of a merged packet, then the packet to the output (queue or burst).
 
-use super::*;
+use super::burst::{BurstPacket, NO_PIECE};
+use super::csum::{fold64, l4_pseudo, pseudo_at, small_sum, words_sum};
+use super::flow::{be16, level_of, put16, t_outer_l4, Info, Proto, ETH_HLEN};
+use super::table::Held;
+use super::{FlushReason, GroEngine, GroPacket};
+use sluice_checksum::{combine, sum};
+use sluice_packet::{GsoType, OffloadMeta, Slot};
+use sluice_wire::{ip_proto, TunnelKind};
 
 /// Fixes a merged packet's lengths and checksums and sets its GSO request.
 pub(super) fn finalize(h: &mut Held) -> Option<OffloadMeta> {

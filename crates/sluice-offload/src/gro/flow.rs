@@ -1,7 +1,10 @@
 //! Flow classification: the merge fields of a frame ([`Info`]), read by the parser or at fixed
 //! offsets for a plain frame, the flow hash and the flow key walk; small frame readers.
 
-use super::*;
+use super::rules::{ip_fills_frame, ipv4_is_fragment, ipv4_without_options};
+use super::GroEngine;
+use sluice_packet::Level;
+use sluice_wire::{ip_proto, Headers, L3Kind, Layout, TunnelKind};
 
 /// Length of the outer Ethernet header counted out of the 64 KiB limit (Linux `p->len`).
 pub(super) const ETH_HLEN: usize = 14;
@@ -172,7 +175,7 @@ pub(super) fn plain_tcp_into(frame: &[u8], hash: Option<u64>, out: &mut Info) ->
 /// an untagged Ethernet header, IPv4 without options and not a fragment (or IPv6 whose next
 /// header is TCP, payload length non-zero), a TCP header that fits, and the IP packet ending
 /// exactly at the frame's end. Exactly the frames for which `sluice_wire::parse` + `classify`
-/// give this same [`Info`] and [`eligible`] holds (see the `plain_matches_parser` test);
+/// give this same [`Info`] and [`eligible`](super::rules::eligible) holds (see the `plain_matches_parser` test);
 /// anything else returns `None` and takes the general path.
 /// `hash`: the frame's flow hash when already computed ([`plain_hash`]).
 #[inline(always)]
@@ -302,7 +305,7 @@ pub(super) fn be32_in(t: &[u8], k: usize) -> u32 {
         .map_or(0, |b| u32::from_be_bytes(*b))
 }
 
-/// [`be32_in`] read little-endian (as loaded on x86; see [`SimpleFlow::deferred_le`]).
+/// [`be32_in`] read little-endian (as loaded on x86; see [`SimpleFlow::deferred_le`](super::burst::SimpleFlow::deferred_le)).
 #[inline(always)]
 pub(super) fn le32_in(t: &[u8], k: usize) -> u32 {
     t.get(k..)
@@ -425,7 +428,7 @@ pub(super) fn shape(info: &Info) -> [u64; 4] {
 }
 
 /// The flow hash: a function of bytes every frame of a flow shares (the structure, the innermost
-/// ports and IP addresses), so equal flows hash equally; [`same_flow`] compares the whole key.
+/// ports and IP addresses), so equal flows hash equally; [`same_flow`](super::rules::same_flow) compares the whole key.
 /// Flows that differ only elsewhere (VLAN tags, outer headers) collide, which costs a compare.
 #[inline(always)]
 pub(super) fn flow_hash(frame: &[u8], info: &Info) -> Option<u64> {

@@ -1,7 +1,22 @@
 //! The per-frame paths ("lanes") from the tightest to the general one. Each lane only decides
 //! what the general path would; every merge rule it applies is a call into `rules.rs`.
 
-use super::*;
+use super::burst::{BurstState, NO_PIECE};
+use super::csum::{fast_payload_sum, varying_words};
+use super::flow::{
+    be16, be32, be32_in, level_of, plain_hash, plain_offsets, plain_tcp, plain_tcp_into, Info,
+    ETH_HLEN,
+};
+use super::rules::{
+    decide, device_verified, eligible, finishes_packet, fits_64k, fits_segment_size, in_sequence,
+    ip_fills_frame, ip_header_ok, join_finish, joining_csum, may_start, merged_flags, Decision,
+};
+use super::table::Held;
+use super::view::{masked_equal, port_cache_index, same_headers, PORT_CACHE};
+use super::{FlushReason, GroEngine};
+use sluice_checksum::combine;
+use sluice_packet::{CsumStatus, Level, OffloadMeta, Slot};
+use sluice_wire::TunnelKind;
 
 /// What [`GroEngine::quick_join`] did with a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

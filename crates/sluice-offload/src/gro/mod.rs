@@ -76,7 +76,7 @@
 //! Linux forwarding UDP GRO (`rx-udp-gro-forwarding`): datagrams of one flow (ports and the IP
 //! rules above) with a non-zero checksum are merged while they have the first datagram's length;
 //! a longer one finishes the held packet and starts a new one; a shorter one joins and finishes
-//! it; at most 64 datagrams per packet. The result is a USO packet ([`GsoType::UdpL4`]). UDP inside
+//! it; at most 64 datagrams per packet. The result is a USO packet ([`GsoType::UdpL4`](sluice_packet::GsoType::UdpL4)). UDP inside
 //! a tunnel is not merged.
 //!
 //! # Checksums of merged packets
@@ -198,16 +198,16 @@ mod tests;
 mod view;
 
 pub use self::burst::{BurstPacket, BurstPiece, GroBurst};
-use self::{burst::*, csum::*, finish::*, flow::*, lanes::*, rules::*, table::*, view::*};
+use self::burst::{BurstState, SimpleFlow, SimpleRef, SimpleState, FREE_LINK, SIMPLE_MAX};
+use self::flow::{plain_layout, Plain};
+use self::lanes::Lane;
+use self::table::{FlowIndex, Held};
+use self::view::{PlainMasks, PORT_CACHE};
 use std::collections::VecDeque;
 
-use sluice_checksum::{combine, sum};
+use sluice_packet::OffloadMeta;
 
-use sluice_packet::verify::{verify_ip, verify_l4};
-
-use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot, Verdict};
-
-use sluice_wire::{ip_proto, Headers, L3Kind, Layer, Layout, ParseConfig, TunnelKind};
+use sluice_wire::ParseConfig;
 
 /// Engine settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,7 +345,7 @@ pub struct GroEngine {
     index: FlowIndex,
     /// Fast-path masks of the plain shapes.
     plain_masks: Box<PlainMasks>,
-    /// [`GroEngine::quick_join`]'s hint: slab index by 4 frame bytes (see [`port_cache_index`]).
+    /// [`GroEngine::quick_join`]'s hint: slab index by 4 frame bytes (see [`port_cache_index`](self::view::port_cache_index)).
     port_cache: [u32; PORT_CACHE],
     /// Free slab records.
     free: Vec<u32>,

@@ -5,7 +5,13 @@
 //! per-segment rule in one function. The table "rule → function" is in the module documentation
 //! of `gro` and in `docs/gro.md`.
 
-use super::*;
+use super::csum::pseudo_at;
+use super::flow::{be16, be32, key_walk, shape, Info, IpFields, Proto, ETH_HLEN};
+use super::table::Held;
+use super::FlushReason;
+use sluice_checksum::{combine, sum};
+use sluice_packet::{CsumStatus, OffloadMeta, Slot};
+use sluice_wire::{ip_proto, L3Kind, Layer, Layout, TunnelKind};
 
 /// Largest IP packet a merged frame may carry: frame length less the Ethernet header.
 pub(super) const MAX_IP_LEN: usize = 65_535;
@@ -453,6 +459,7 @@ pub(super) fn decide(h: &mut Held, frame: &[u8], info: &Info) -> Option<Decision
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_packet::Verdict;
 
     /// Feeds IDs to a packet whose first segment carried `first`; which were accepted.
     fn ids_accepted(first: u16, ids: &[u16]) -> Vec<bool> {

@@ -1,7 +1,14 @@
 //! The held-packet table: held records ([`Held`]), the flow index, holding, joining and
 //! finishing records, eviction and the segment budget.
 
-use super::*;
+use super::burst::NO_PIECE;
+use super::csum::{fast_payload_sum, fixed_tcp_sum, segment_payload_sum, with_deferred};
+use super::flow::{be16, be32, be32_in, Info, Proto, ETH_HLEN};
+use super::rules::{carries_cwr, in_sequence, may_start, merged_flags, same_flow, Ipv4Ids};
+use super::view::{fast_view, prediction_bits, same_headers, HeadBytes, PlainMasks, CMP_WORDS};
+use super::{FlushReason, GroEngine};
+use sluice_checksum::combine;
+use sluice_packet::OffloadMeta;
 
 /// Capacity of a pooled buffer: the largest merged frame and some headroom.
 pub(super) const BUF_CAPACITY: usize = 65_536 + 512;
@@ -36,7 +43,7 @@ pub(super) struct Held {
     /// Whether this record holds a packet (records are reused; the port cache may point at a
     /// free one).
     pub(super) live: bool,
-    /// Whether the packet is plain ([`plain_tcp`]'s shape), so the fast lane may take it.
+    /// Whether the packet is plain ([`plain_tcp`](super::flow::plain_tcp)'s shape), so the fast lane may take it.
     pub(super) plain: bool,
     /// Prediction on (plain packets from their second segment on): the compared bytes include
     /// the next full-size in-sequence segment's IP length, IPv4 ID and TCP sequence number, so
@@ -58,7 +65,7 @@ pub(super) struct Held {
     pub(super) ports: u32,
     /// TCP: the folded ones'-complement sum of the first segment's pseudo-header without its
     /// length and of its TCP header without the words the fast path lets vary or that
-    /// [`varying_words`] takes (sequence number, data offset/flags/window, checksum, urgent
+    /// [`varying_words`](super::csum::varying_words) takes (sequence number, data offset/flags/window, checksum, urgent
     /// pointer). A fast-path segment has the same bytes elsewhere, so its payload sum costs a
     /// few additions ([`fast_payload_sum`]). Computed when a second segment joins.
     pub(super) fixed_sum: u32,

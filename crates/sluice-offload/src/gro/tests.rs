@@ -1,7 +1,14 @@
 //! Unit tests of the engine's internals (the rules have their own in `rules.rs`).
 
-use super::*;
+use super::csum::{fast_payload_sum, fixed_tcp_sum, segment_payload_sum, small_sum};
+use super::flow::{plain_offsets, plain_tcp, ETH_HLEN};
+use super::rules::{eligible, TCP_PSH};
+use super::table::{FlowIndex, Held};
+use super::view::{fast_view, prediction_bits, PlainMasks, CMP_WORDS};
+use super::{GroConfig, GroEngine};
 use proptest::prelude::*;
+use sluice_checksum::sum;
+use sluice_packet::OffloadMeta;
 
 /// A TCP segment over IPv4 or IPv6 with `opts` TCP option bytes and `payload` bytes.
 fn segment(v6: bool, opts: usize, payload: usize, seed: u8) -> Vec<u8> {

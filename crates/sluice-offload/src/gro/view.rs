@@ -1,9 +1,12 @@
 //! The fast path's header view: one masked comparison of up to 128 header bytes with a held
 //! packet's first segment proves the same flow and every "must be identical" rule at once.
 
-use super::*;
+use super::flow::{load_word, Info, IpFields, Proto, ETH_HLEN};
+use super::rules::TCP_MAY_DIFFER;
+use super::table::Held;
+use sluice_wire::TunnelKind;
 
-/// The fast-path masks of the plain shapes ([`plain_tcp`]), by IP version and TCP data
+/// The fast-path masks of the plain shapes ([`plain_tcp`](super::flow::plain_tcp)), by IP version and TCP data
 /// offset, computed once ([`fast_view`] gives the same for a plain packet).
 #[derive(Debug)]
 pub(super) struct PlainMasks {
@@ -57,7 +60,7 @@ pub(super) fn plain_info(v6: bool, doff: usize) -> Info {
     }
 }
 
-/// Entries of [`GroEngine::port_cache`].
+/// Entries of [`GroEngine::port_cache`](super::GroEngine::port_cache).
 pub(super) const PORT_CACHE: usize = 64;
 
 /// The port cache entry for 4 frame bytes (a multiplicative hash).

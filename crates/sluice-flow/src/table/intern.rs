@@ -141,6 +141,7 @@ fn quick_slot(mask: &Mask) -> usize {
 }
 
 impl Masks {
+    #[inline]
     pub(super) fn find(&mut self, mask: &Mask) -> Option<u32> {
         let q = quick_slot(mask);
         if let Some(&id1) = self.recent.get(q) {
@@ -168,6 +169,7 @@ impl Masks {
         id
     }
 
+    #[inline]
     pub(super) fn mask(&self, id: u32) -> Option<&Mask> {
         self.slots
             .get(id as usize)
@@ -175,6 +177,7 @@ impl Masks {
             .map(|(m, _)| m)
     }
 
+    #[inline]
     pub(super) fn incref(&mut self, id: u32) {
         if let Some(Some((_, n))) = self.slots.get_mut(id as usize) {
             *n += 1;

@@ -122,6 +122,7 @@ impl WriterState {
     /// Inserts a prepared batch on this thread, in order, a group at a time: the group's
     /// bucket reads are started together (they miss the cache in big tables), then its rules
     /// are inserted.
+    #[inline]
     pub(super) fn insert_in_order(
         &mut self,
         cls: &mut Classifier,
@@ -236,6 +237,7 @@ impl WriterState {
     /// Reads a batch once, in order: interns masks (creating subtables) and action lists, and
     /// grows each subtable once for its share. Returns the prepared rules and the mask ids this
     /// batch created.
+    #[inline]
     pub(super) fn prepare(
         &mut self,
         cls: &mut Classifier,

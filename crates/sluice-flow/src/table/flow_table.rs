@@ -211,11 +211,8 @@ impl FlowTable {
                 }
             })
             .collect();
-        if mode == BatchMode::AllOrNothing && resolved.iter().any(|r| r.is_err()) {
-            return resolved
-                .into_iter()
-                .map(|r| r.and(Err(RuleError::Aborted)))
-                .collect();
+        if let Some(aborted) = aborted(mode, &resolved) {
+            return aborted;
         }
         let mut ops = Vec::with_capacity(resolved.len() + 1);
         let out = resolved
@@ -236,40 +233,14 @@ impl FlowTable {
         let w = &mut self.w;
         let resolved: Vec<Result<u32, RuleError>> =
             changes.iter().map(|(t, _)| w.resolve(cls, t)).collect();
-        if mode == BatchMode::AllOrNothing && resolved.iter().any(|r| r.is_err()) {
-            return resolved
-                .into_iter()
-                .map(|r| r.and(Err(RuleError::Aborted)))
-                .collect();
+        if let Some(aborted) = aborted(mode, &resolved) {
+            return aborted;
         }
         let mut ops = Vec::with_capacity(changes.len() + 1);
         let mut out = Vec::with_capacity(changes.len());
         for (r, (_, actions)) in resolved.into_iter().zip(changes) {
             out.push(r.map(|h| {
-                let action = w.actions.intern(actions, cls, &mut ops);
-                let found = w
-                    .store
-                    .get_mut(h as usize)
-                    .and_then(|s| s.as_mut())
-                    .and_then(|s| {
-                        let key = cls.entry_key(s.mask_id, s.entry)?;
-                        Some((s, key))
-                    });
-                if let Some((s, key)) = found {
-                    let old = core::mem::replace(&mut s.action, action);
-                    let op = Op::SetActions {
-                        id: s.mask_id,
-                        key: Box::new(key),
-                        prio: s.priority,
-                        handle: h,
-                        action,
-                    };
-                    cls.apply(&op);
-                    ops.push(op);
-                    w.actions.release(old, cls, &mut ops);
-                } else {
-                    w.actions.release(action, cls, &mut ops);
-                }
+                w.modify_one(cls, &mut ops, h, actions);
                 Handle(h)
             }));
         }
@@ -286,4 +257,22 @@ impl FlowTable {
         ops.push(op);
         self.lr.publish(ops);
     }
+}
+
+/// The results of an all-or-nothing batch that fails: each target's own error, or
+/// [`RuleError::Aborted`] for the targets that would have succeeded; `None` when the batch goes
+/// ahead (best effort, or every target resolved).
+fn aborted<T>(
+    mode: BatchMode,
+    resolved: &[Result<u32, RuleError>],
+) -> Option<Vec<Result<T, RuleError>>> {
+    if mode != BatchMode::AllOrNothing || resolved.iter().all(|r| r.is_ok()) {
+        return None;
+    }
+    Some(
+        resolved
+            .iter()
+            .map(|r| Err(r.clone().err().unwrap_or(RuleError::Aborted)))
+            .collect(),
+    )
 }

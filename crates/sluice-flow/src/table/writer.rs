@@ -4,6 +4,7 @@
 //! steps of a batch (prepare, validate, insert in order, delete).
 
 use super::intern::{ActionLists, FoldMap, Idr, Masks};
+use crate::action::Actions;
 use crate::classifier::{Classifier, Op, RuleRecord, StoredRule, GROUP, RULE_BYTES_PER_COPY};
 use crate::key::FlowKey;
 use crate::rule::{Handle, Rule, RuleError, RuleRef};
@@ -350,6 +351,40 @@ impl WriterState {
                     .ok_or(RuleError::NotFound)
             }
         }
+    }
+
+    /// Gives rule `h` (known to exist) the action list `actions`.
+    pub(super) fn modify_one(
+        &mut self,
+        cls: &mut Classifier,
+        ops: &mut Vec<Op>,
+        h: u32,
+        actions: Actions,
+    ) {
+        let action = self.actions.intern(actions, cls, ops);
+        let found = self
+            .store
+            .get_mut(h as usize)
+            .and_then(|s| s.as_mut())
+            .and_then(|s| {
+                let key = cls.entry_key(s.mask_id, s.entry)?;
+                Some((s, key))
+            });
+        let Some((s, key)) = found else {
+            self.actions.release(action, cls, ops);
+            return;
+        };
+        let old = core::mem::replace(&mut s.action, action);
+        let op = Op::SetActions {
+            id: s.mask_id,
+            key: Box::new(key),
+            prio: s.priority,
+            handle: h,
+            action,
+        };
+        cls.apply(&op);
+        ops.push(op);
+        self.actions.release(old, cls, ops);
     }
 
     /// Deletes a rule known to exist.

@@ -14,7 +14,7 @@
 //! - [`ExactCache`]: an optional per-thread exact-match cache in front of the classifier, emptied
 //!   whenever a new batch is published.
 //! - [`text`]: a `tc flower`-like rule syntax with positioned errors, and printing back.
-//! - [`bench`]: the benchmark's rules and packets (pure generators; the timing and the rule-file
+//! - [`bench`](mod@bench): the benchmark's rules and packets (pure generators; the timing and the rule-file
 //!   loader of `sluice bench flows` and `sluice flow add --batch` are in the `sluice` binary).
 //!
 //! # Concurrency

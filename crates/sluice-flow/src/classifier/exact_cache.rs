@@ -107,21 +107,33 @@ impl Classifier {
                 cache.hits += 1;
                 (e.rank, e.action)
             }
-            None => {
-                cache.misses += 1;
-                let (rank, action) = self.best(key);
-                cache.insert(
-                    set,
-                    tag,
-                    CacheEntry {
-                        key: *key,
-                        rank,
-                        action,
-                    },
-                );
-                (rank, action)
-            }
+            None => self.cache_miss(cache, set, tag, key),
         };
         self.hit(rank, action)
+    }
+
+    /// A miss of [`Classifier::lookup_cached`]: the classifier's answer, cached in `set`. Kept
+    /// out of line so the hit path stays small wherever it is inlined.
+    #[cold]
+    #[inline(never)]
+    fn cache_miss(
+        &self,
+        cache: &mut ExactCache,
+        set: usize,
+        tag: u64,
+        key: &FlowKey,
+    ) -> (u64, u32) {
+        cache.misses += 1;
+        let (rank, action) = self.best(key);
+        cache.insert(
+            set,
+            tag,
+            CacheEntry {
+                key: *key,
+                rank,
+                action,
+            },
+        );
+        (rank, action)
     }
 }

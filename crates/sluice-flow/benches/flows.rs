@@ -4,10 +4,10 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use sluice_flow::{cli, BatchMode, FlowKey, FlowTable, Rule, TableConfig};
+use sluice_flow::{bench, BatchMode, FlowKey, FlowTable, Rule, TableConfig};
 
 fn rules(n: usize, masks: usize) -> Vec<Rule> {
-    (0..n).map(|i| cli::bench_rule(i, masks)).collect()
+    (0..n).map(|i| bench::bench_rule(i, masks)).collect()
 }
 
 fn insert(c: &mut Criterion) {
@@ -60,9 +60,9 @@ fn lookup(c: &mut Criterion) {
     let mut t = FlowTable::new(TableConfig::default());
     let res = t.insert_batch(rules(n, 16), BatchMode::BestEffort);
     assert!(res.iter().all(|r| r.is_ok()));
-    let mut rng = cli::SplitMix::new(7);
+    let mut rng = bench::SplitMix::new(7);
     let packets: Vec<FlowKey> = (0..4096)
-        .map(|_| cli::packet_for(&cli::bench_rule(rng.next() as usize % n, 16), &mut rng))
+        .map(|_| bench::packet_for(&bench::bench_rule(rng.next() as usize % n, 16), &mut rng))
         .collect();
     let reader = t.reader();
     g.throughput(Throughput::Elements(packets.len() as u64));

@@ -1,6 +1,6 @@
 //! Insertion probe: first insert vs re-insert into warmed memory (page faults excluded).
 //! `insert_probe [RULES [BATCH [INSERT_THREADS]]]`.
-use sluice_flow::{cli, BatchMode, FlowTable, RuleRef, TableConfig};
+use sluice_flow::{bench, BatchMode, FlowTable, RuleRef, TableConfig};
 use std::time::Instant;
 
 fn main() {
@@ -16,7 +16,7 @@ fn main() {
         .nth(3)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
-    let rules: Vec<_> = (0..n).map(|i| cli::bench_rule(i, 16)).collect();
+    let rules: Vec<_> = (0..n).map(|i| bench::bench_rule(i, 16)).collect();
     let mut t = FlowTable::new(TableConfig {
         insert_threads: threads,
         ..TableConfig::default()

@@ -340,7 +340,13 @@ impl FlowKey {
 
     /// Whether `self` has no bit set outside `mask` (a valid rule key for that mask).
     pub fn within(&self, mask: &Mask) -> bool {
-        self.w.iter().zip(mask.w.iter()).all(|(k, m)| k & !m == 0)
+        // Branch-free over every word (a short-circuiting `all` compiled to a word-at-a-time
+        // loop in some builds, twice the instructions of the unrolled form).
+        self.w
+            .iter()
+            .zip(mask.w.iter())
+            .fold(0, |stray, (k, m)| stray | (k & !m))
+            == 0
     }
 
     /// Whether `packet` matches this (already masked) key under `mask`.

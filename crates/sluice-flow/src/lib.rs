@@ -14,7 +14,8 @@
 //! - [`ExactCache`]: an optional per-thread exact-match cache in front of the classifier, emptied
 //!   whenever a new batch is published.
 //! - [`text`]: a `tc flower`-like rule syntax with positioned errors, and printing back.
-//! - [`cli`]: the logic of `sluice bench flows` and `sluice flow add --batch` as library calls.
+//! - [`bench`](mod@bench): the benchmark's rules and packets (pure generators; the timing and the rule-file
+//!   loader of `sluice bench flows` and `sluice flow add --batch` are in the `sluice` binary).
 //!
 //! # Concurrency
 //!
@@ -41,8 +42,8 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod action;
+pub mod bench;
 pub mod classifier;
-pub mod cli;
 pub mod key;
 pub mod publish;
 pub mod rule;

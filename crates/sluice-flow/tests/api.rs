@@ -1,6 +1,6 @@
-//! Handles, quotas, typed errors, modify, and the CLI helpers.
+//! Handles, quotas, typed errors, modify, batches on threads and the two copies' shared layout.
 use sluice_flow::{
-    cli, parse_rule, Action, Actions, BatchMode, Field, FlowKey, FlowTable, Handle, Match,
+    bench, parse_rule, Action, Actions, BatchMode, Field, FlowKey, FlowTable, Handle, Match,
     PortNames, Rule, RuleError, RuleRef, TableConfig,
 };
 
@@ -143,57 +143,6 @@ fn modify_and_delete_by_exact_match() {
     assert_eq!(t.masks(), 0, "the empty subtable is gone");
 }
 
-#[test]
-fn load_batch_reports_line_errors_and_progress() {
-    let text = "# comment\nprio 1 dst_ip 10.0.0.0/8 action output:1\n\nprio 1 dst_ip 10.0.0.0/8 action output:2\nprio 2 dst_ipp 1.2.3.4 action drop\nprio 3 dst_ip 10.0.0.0/8 action drop\n";
-    let mut t = FlowTable::new(TableConfig::default());
-    let mut progress = Vec::new();
-    let rep = cli::load_batch_reader(text.as_bytes(), &mut t, &PortNames::new(), |n| {
-        progress.push(n)
-    })
-    .unwrap();
-    assert_eq!(rep.lines, 6);
-    assert_eq!(rep.inserted, 2);
-    assert_eq!(rep.errors.len(), 2);
-    assert_eq!(rep.errors[0].line_no, 4);
-    assert!(matches!(
-        rep.errors[0].kind,
-        cli::LineErrorKind::Rule(RuleError::Duplicate { .. })
-    ));
-    assert_eq!(rep.errors[1].line_no, 5);
-    let shown = rep.errors[1].to_string();
-    assert!(shown.contains("line 5") && shown.contains('^'), "{shown}");
-    assert_eq!(progress.last(), Some(&6));
-}
-
-#[test]
-fn bench_report_json_has_the_issue_fields() {
-    let rep = cli::bench_flows(cli::BenchOpts {
-        rules: 2000,
-        masks: 16,
-        batch: 500,
-        threads: 2,
-        insert_threads: 2,
-        lookups: 256,
-        flows: 64,
-        seed: 3,
-    });
-    assert_eq!(rep.rules, 2000);
-    assert_eq!(rep.masks, 16);
-    assert!(rep.hit_rate > 0.99);
-    let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
-    for k in [
-        "rules",
-        "masks",
-        "insert_rules_per_sec",
-        "lookups_per_sec",
-        "bytes_per_rule",
-    ] {
-        assert!(v.get(k).is_some(), "{k}");
-    }
-    assert!(rep.to_string().contains("rules/s"));
-}
-
 /// Aborted all-or-nothing batches (big enough to pre-size tables, and with rules joining
 /// existing matches at other priorities) must leave both classifier copies with one layout: every
 /// later batch is replayed on the other copy by entry index and bucket position. After each batch,
@@ -331,7 +280,7 @@ fn parallel_insertion_equals_in_order_insertion() {
         actions: Actions::output(1),
     };
     let batch = |from: usize, older: &[Rule]| -> Vec<Rule> {
-        let mut b: Vec<Rule> = (from..from + n).map(|i| cli::bench_rule(i, 8)).collect();
+        let mut b: Vec<Rule> = (from..from + n).map(|i| bench::bench_rule(i, 8)).collect();
         // Duplicates of earlier rules of this batch (the first moves every later handle).
         for (at, of) in [(900, 3), (5000, 4000), (5001, 12), (n - 1, 5000)] {
             b[at] = b[of].clone();

@@ -1,7 +1,7 @@
 //! Real threads: readers look up while the writer publishes batches; every snapshot must show
 //! whole batches only.
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 
 use sluice_flow::{
     key::v4_mapped, Action, Actions, BatchMode, Field, FlowKey, FlowTable, Match, Rule, RuleRef,
@@ -48,13 +48,17 @@ fn probe(i: u32) -> FlowKey {
 fn readers_see_whole_batches() {
     let mut t = FlowTable::new(TableConfig::default());
     let stop = Arc::new(AtomicBool::new(false));
+    // The writer starts when every reader runs, so the readers' snapshots overlap its batches.
+    let start = Arc::new(Barrier::new(4));
     let readers: Vec<_> = (0..3)
         .map(|_| {
             let r = t.reader();
             let stop = Arc::clone(&stop);
+            let start = Arc::clone(&start);
             std::thread::spawn(move || {
-                let mut checks = 0u64;
-                while !stop.load(Ordering::Relaxed) {
+                start.wait();
+                loop {
+                    let done = stop.load(Ordering::Relaxed);
                     let s = r.snapshot();
                     let n = s.len() as u32;
                     assert_eq!(n % K, 0, "half a batch visible: {n} rules");
@@ -70,13 +74,15 @@ fn readers_see_whole_batches() {
                             assert_eq!(hit.priority, b * K + best_i);
                         }
                     }
-                    checks += 1;
+                    if done {
+                        break;
+                    }
                 }
-                checks
             })
         })
         .collect();
     let mut live: std::collections::VecDeque<Vec<sluice_flow::Handle>> = Default::default();
+    start.wait();
     for b in 0..200u32 {
         let hs: Vec<_> = t
             .insert_batch(batch(b), BatchMode::AllOrNothing)
@@ -94,8 +100,10 @@ fn readers_see_whole_batches() {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let checks: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
-    assert!(checks > 0);
+    // Each reader checked a snapshot at least once after the last batch too (`done`).
+    for h in readers {
+        h.join().unwrap();
+    }
     // Memory is not leaking per batch: the table holds only the live rules.
     assert_eq!(t.len(), live.len() * K as usize);
 }

@@ -47,6 +47,8 @@ fn readers_see_whole_batches_only() {
             for _ in 0..2 {
                 let g = r.load();
                 assert_eq!(g.a, g.b, "half a batch visible");
+                // Totals after 0, 1, 2 and 3 batches (1, 2 and 4 added).
+                assert!([0, 1, 3, 7].contains(&g.a), "not a batch boundary: {}", g.a);
                 assert!(g.a >= last, "went back in time");
                 last = g.a;
             }

@@ -1,7 +1,7 @@
 //! `sluice flow add|del|dump` (against the daemon, or offline) and `sluice bench flows`.
 
+use crate::flow_cli::{bench_flows, load_batch_file, BenchOpts};
 use anyhow::{bail, Context, Result};
-use sluice_flow::cli::{bench_flows, load_batch_file, BenchOpts};
 use sluice_flow::table::{FlowTable, TableConfig};
 use sluice_flow::text::PortNames;
 use std::io::IsTerminal;

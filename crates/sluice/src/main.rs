@@ -10,6 +10,7 @@ mod cmd_pcap_switch;
 mod cmd_switch;
 mod cmd_tx;
 mod demo;
+mod flow_cli;
 mod inspect;
 mod spec;
 

@@ -1,17 +1,19 @@
-//! The logic behind `sluice bench flows` and `sluice flow add --batch`, as library calls so the
-//! binary only parses arguments and prints.
+//! The logic behind `sluice bench flows` and `sluice flow add --offline --batch`: the flow
+//! benchmark's timing (insertion, then lookups on threads) and the rule-file loader, over the
+//! `sluice-flow` library. It does I/O (reads a rules file, reads `/proc/self/statm` for
+//! memory), reads the clock and spawns threads; the library does none of these. The benchmark's
+//! rules come from [`sluice_flow::bench`].
 //!
-//! This module does I/O (reads a rules file, reads `/proc/self/statm` for memory) and spawns
-//! threads for the lookup benchmark; the rest of the crate does neither.
+//! (Also compiled into the `bench_flows` example, which the OVS comparison script runs.)
 
 use std::io::BufRead;
 use std::time::Instant;
 
-use crate::action::{Action, Actions};
-use crate::key::{v4_mapped, Field, FlowKey};
-use crate::rule::{BatchMode, Match, Rule, RuleError};
-use crate::table::{FlowTable, TableConfig};
-use crate::text::{parse_rule, ParseError, PortNames, RuleText};
+use sluice_flow::bench::{bench_rule, packet_for, SplitMix};
+use sluice_flow::{
+    parse_rule, BatchMode, ExactCache, FlowKey, FlowTable, HitRef, ParseError, PortNames, Rule,
+    RuleError, TableConfig,
+};
 
 /// Options of `sluice bench flows`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,10 +72,10 @@ pub struct BenchReport {
     pub lookups: u64,
     /// Lookups per second, all threads.
     pub lookups_per_sec: f64,
-    /// Lookups per second, all threads, a burst of 32 keys per [`crate::Snapshot::lookup_batch`]
+    /// Lookups per second, all threads, a burst of 32 keys per [`sluice_flow::Snapshot::lookup_batch`]
     /// call (no cache).
     pub lookups_per_sec_burst: f64,
-    /// Lookups per second, all threads, through a per-thread [`crate::ExactCache`] of
+    /// Lookups per second, all threads, through a per-thread [`ExactCache`] of
     /// 4 × `flows` entries (at most 262144).
     pub lookups_per_sec_cached: f64,
     /// Distinct packets in the lookup mix.
@@ -147,85 +149,6 @@ impl core::fmt::Display for BenchReport {
             self.bytes_per_rule, self.bytes_per_rule_estimate
         )
     }
-}
-
-/// A small deterministic generator (splitmix64).
-#[derive(Debug, Clone)]
-pub struct SplitMix(u64);
-
-impl SplitMix {
-    /// Seeded.
-    pub fn new(seed: u64) -> Self {
-        SplitMix(seed)
-    }
-    /// Next value.
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-/// The benchmark's rule `i` of `n` over `masks` masks: IPv4 TCP, `dst_ip` with prefix
-/// 16 + (mask mod 16), exact `dst_port`, plus `src_ip 172.16.0.0/12`-style and `in_port`
-/// matches for masks 16..64. Distinct for every `i`; priority pseudo-random in 0..1024; action
-/// `output:(i mod 16)`, one shared [`Actions`] value per port.
-pub fn bench_rule(i: usize, masks: usize) -> Rule {
-    let masks = masks.clamp(1, 64);
-    let j = i % masks;
-    let r = (i / masks) as u64;
-    let prefix = 16 + (j % 16) as u32;
-    let mut m = Match::ANY;
-    m.set_exact(Field::EthType, 0x0800);
-    m.set_exact(Field::IpProto, 6);
-    m.set_exact(Field::L4Dst, r & 0xffff);
-    // Host part: the rule's high bits, left-aligned into the prefix after the 8-bit tag 10.
-    let net = (10u32 << 24) | (((r >> 16) as u32 & 0xff) << 16) | ((j as u32) << 8);
-    let mask32 = u32::MAX << (32 - prefix);
-    let mut dm = [0u8; 16];
-    dm[12..].copy_from_slice(&mask32.to_be_bytes());
-    m.set(Field::IpDst, &v4_mapped((net & mask32).to_be_bytes()), &dm);
-    let extra = j / 16;
-    if extra & 1 == 1 {
-        let mut sm = [0u8; 16];
-        sm[12] = 0xff;
-        m.set(Field::IpSrc, &v4_mapped([172, 0, 0, 0]), &sm);
-    }
-    if extra & 2 == 2 {
-        m.set_exact(Field::InPort, 1);
-    }
-    let prio = (SplitMix::new(i as u64).next() % 1024) as u32;
-    Rule {
-        matcher: m,
-        priority: prio,
-        actions: BENCH_ACTIONS.with(|a| {
-            a.get(i % 16)
-                .cloned()
-                .unwrap_or_else(|| Actions::output((i % 16) as u32))
-        }),
-    }
-}
-
-thread_local! {
-    /// The benchmark's 16 action lists (`output:0` … `output:15`), one value each that its
-    /// rules share, as a controller reuses its action values (a rule file's repeated action
-    /// texts share one list too: see [`crate::text`]).
-    static BENCH_ACTIONS: Vec<Actions> =
-        (0..16).map(|p| Actions::new([Action::Output(p)])).collect();
-}
-
-/// A packet that matches `rule` (random bits where the rule's mask is zero).
-pub fn packet_for(rule: &Rule, rng: &mut SplitMix) -> FlowKey {
-    let mut w = [0u64; crate::key::KEY_WORDS];
-    let k = rule.matcher.key.words();
-    let m = rule.matcher.mask.words();
-    for (i, x) in w.iter_mut().enumerate() {
-        *x = (k[i] & m[i]) | (rng.next() & !m[i]);
-    }
-    FlowKey::from_words(w)
 }
 
 /// Resident set size of this process in bytes, when `/proc` says.
@@ -336,14 +259,14 @@ fn run_lookups(
             .map(|ti| {
                 let reader = table.reader();
                 s.spawn(move || {
-                    let mut emc = cache.map(crate::ExactCache::new);
+                    let mut emc = cache.map(ExactCache::new);
                     let mut hits = 0u64;
                     let mut done = 0usize;
                     let mut pos = (ti * 7919) % n_pk;
                     let mut burst: Vec<FlowKey> = Vec::with_capacity(32);
                     // Results borrow the snapshot; the buffer is moved between lifetimes (an
                     // in-place `collect` of an emptied vector keeps its allocation).
-                    let mut spare: Vec<Option<crate::HitRef<'static>>> = Vec::with_capacity(32);
+                    let mut spare: Vec<Option<HitRef<'static>>> = Vec::with_capacity(32);
                     while done < per {
                         let snap = reader.snapshot();
                         if let Mode::Burst = mode {
@@ -357,11 +280,10 @@ fn run_lookups(
                                     pos = 0;
                                 }
                             }
-                            let mut out: Vec<Option<crate::HitRef<'_>>> =
-                                core::mem::take(&mut spare)
-                                    .into_iter()
-                                    .map(|_| None)
-                                    .collect();
+                            let mut out: Vec<Option<HitRef<'_>>> = core::mem::take(&mut spare)
+                                .into_iter()
+                                .map(|_| None)
+                                .collect();
                             snap.lookup_batch(&burst, &mut out);
                             hits += out.iter().filter(|h| h.is_some()).count() as u64;
                             out.clear();
@@ -508,54 +430,60 @@ pub fn load_batch_reader(
     Ok(rep)
 }
 
-/// The benchmark rule `i` in Sluice's syntax.
-pub fn bench_rule_text(i: usize, masks: usize) -> String {
-    let ports = PortNames::new();
-    RuleText {
-        rule: &bench_rule(i, masks),
-        ports: &ports,
-    }
-    .to_string()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn ipv4_prefix(k: &FlowKey, m: &FlowKey, f: Field) -> Option<String> {
-    let (a, mk) = (k.addr(f), m.addr(f));
-    if mk.iter().all(|b| *b == 0) {
-        return None;
+    #[test]
+    fn load_batch_reports_line_errors_and_progress() {
+        let text = "# comment\nprio 1 dst_ip 10.0.0.0/8 action output:1\n\nprio 1 dst_ip 10.0.0.0/8 action output:2\nprio 2 dst_ipp 1.2.3.4 action drop\nprio 3 dst_ip 10.0.0.0/8 action drop\n";
+        let mut t = FlowTable::new(TableConfig::default());
+        let mut progress = Vec::new();
+        let rep = load_batch_reader(text.as_bytes(), &mut t, &PortNames::new(), |n| {
+            progress.push(n)
+        })
+        .unwrap();
+        assert_eq!(rep.lines, 6);
+        assert_eq!(rep.inserted, 2);
+        assert_eq!(rep.errors.len(), 2);
+        assert_eq!(rep.errors[0].line_no, 4);
+        assert!(matches!(
+            rep.errors[0].kind,
+            LineErrorKind::Rule(RuleError::Duplicate { .. })
+        ));
+        assert_eq!(rep.errors[1].line_no, 5);
+        let shown = rep.errors[1].to_string();
+        assert!(shown.contains("line 5") && shown.contains('^'), "{shown}");
+        assert_eq!(progress.last(), Some(&6));
     }
-    let bits: u32 = mk.iter().map(|b| b.count_ones()).sum();
-    Some(format!("{}.{}.{}.{}/{bits}", a[12], a[13], a[14], a[15]))
-}
 
-/// The benchmark rule `i` as an OpenFlow flow for `ovs-ofctl add-flows` (port numbers + 1,
-/// since OpenFlow port 0 is reserved).
-pub fn bench_rule_openflow(i: usize, masks: usize) -> String {
-    let r = bench_rule(i, masks);
-    let (k, m) = (&r.matcher.key, &r.matcher.mask);
-    let mut s = format!("priority={},tcp", r.priority);
-    if !m.is_zero(Field::InPort) {
-        s += &format!(",in_port={}", k.uint(Field::InPort) + 1);
+    #[test]
+    fn bench_report_json_has_the_issue_fields() {
+        let rep = bench_flows(BenchOpts {
+            rules: 2000,
+            masks: 16,
+            batch: 500,
+            threads: 2,
+            insert_threads: 2,
+            lookups: 256,
+            flows: 64,
+            seed: 3,
+        });
+        assert_eq!(rep.rules, 2000);
+        assert_eq!(rep.masks, 16);
+        // Every packet of the mix is built from a rule, and each thread does 256 lookups.
+        assert_eq!(rep.lookups, 512);
+        assert_eq!(rep.hit_rate, 1.0);
+        let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
+        for k in [
+            "rules",
+            "masks",
+            "insert_rules_per_sec",
+            "lookups_per_sec",
+            "bytes_per_rule",
+        ] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        assert!(rep.to_string().contains("rules/s"));
     }
-    if let Some(p) = ipv4_prefix(k, m, Field::IpSrc) {
-        s += &format!(",nw_src={p}");
-    }
-    if let Some(p) = ipv4_prefix(k, m, Field::IpDst) {
-        s += &format!(",nw_dst={p}");
-    }
-    s += &format!(",tp_dst={}", k.uint(Field::L4Dst));
-    let out = match r.actions.first() {
-        Some(Action::Output(p)) => *p + 1,
-        _ => 1,
-    };
-    s += &format!(",actions=output:{out}");
-    s
-}
-
-/// The benchmark rule `i` as an nftables interval-set element `ip daddr . tcp dport` (the nft
-/// peer matches the same keys; it has no priorities).
-pub fn bench_rule_nft_element(i: usize, masks: usize) -> String {
-    let r = bench_rule(i, masks);
-    let (k, m) = (&r.matcher.key, &r.matcher.mask);
-    let d = ipv4_prefix(k, m, Field::IpDst).unwrap_or_else(|| "0.0.0.0/0".into());
-    format!("{d} . {}", k.uint(Field::L4Dst))
 }

@@ -7,9 +7,16 @@
 //! bench_flows --emit DIR [--rules N] [--masks M]   # writes sluice.rules, ovs.flows, nft.elems
 //! bench_flows --load FILE [--json]                   # times parse + insert of a rules file
 //! ```
+//!
+//! The timing and the loader are the `sluice` binary's own (`src/flow_cli.rs`, compiled in
+//! here too), the rules come from `sluice_flow::bench`; the peers' rule formats are here.
 use std::io::Write;
 
-use sluice_flow::cli;
+use sluice_flow::bench::bench_rule;
+use sluice_flow::{Action, Field, FlowKey, PortNames, RuleText};
+
+#[path = "../src/flow_cli.rs"]
+mod cli;
 
 fn main() -> std::io::Result<()> {
     let mut opts = cli::BenchOpts::default();
@@ -49,9 +56,9 @@ fn main() -> std::io::Result<()> {
         let mut o = std::io::BufWriter::new(std::fs::File::create(dir.join("ovs.flows"))?);
         let mut n = std::io::BufWriter::new(std::fs::File::create(dir.join("nft.elems"))?);
         for i in 0..opts.rules {
-            writeln!(s, "{}", cli::bench_rule_text(i, opts.masks))?;
-            writeln!(o, "{}", cli::bench_rule_openflow(i, opts.masks))?;
-            writeln!(n, "{}", cli::bench_rule_nft_element(i, opts.masks))?;
+            writeln!(s, "{}", bench_rule_text(i, opts.masks))?;
+            writeln!(o, "{}", bench_rule_openflow(i, opts.masks))?;
+            writeln!(n, "{}", bench_rule_nft_element(i, opts.masks))?;
         }
         return Ok(());
     }
@@ -89,4 +96,56 @@ fn main() -> std::io::Result<()> {
         println!("{}", rep.to_json());
     }
     Ok(())
+}
+
+/// The benchmark rule `i` in Sluice's syntax.
+fn bench_rule_text(i: usize, masks: usize) -> String {
+    let ports = PortNames::new();
+    RuleText {
+        rule: &bench_rule(i, masks),
+        ports: &ports,
+    }
+    .to_string()
+}
+
+fn ipv4_prefix(k: &FlowKey, m: &FlowKey, f: Field) -> Option<String> {
+    let (a, mk) = (k.addr(f), m.addr(f));
+    if mk.iter().all(|b| *b == 0) {
+        return None;
+    }
+    let bits: u32 = mk.iter().map(|b| b.count_ones()).sum();
+    Some(format!("{}.{}.{}.{}/{bits}", a[12], a[13], a[14], a[15]))
+}
+
+/// The benchmark rule `i` as an OpenFlow flow for `ovs-ofctl add-flows` (port numbers + 1,
+/// since OpenFlow port 0 is reserved).
+fn bench_rule_openflow(i: usize, masks: usize) -> String {
+    let r = bench_rule(i, masks);
+    let (k, m) = (&r.matcher.key, &r.matcher.mask);
+    let mut s = format!("priority={},tcp", r.priority);
+    if !m.is_zero(Field::InPort) {
+        s += &format!(",in_port={}", k.uint(Field::InPort) + 1);
+    }
+    if let Some(p) = ipv4_prefix(k, m, Field::IpSrc) {
+        s += &format!(",nw_src={p}");
+    }
+    if let Some(p) = ipv4_prefix(k, m, Field::IpDst) {
+        s += &format!(",nw_dst={p}");
+    }
+    s += &format!(",tp_dst={}", k.uint(Field::L4Dst));
+    let out = match r.actions.first() {
+        Some(Action::Output(p)) => *p + 1,
+        _ => 1,
+    };
+    s += &format!(",actions=output:{out}");
+    s
+}
+
+/// The benchmark rule `i` as an nftables interval-set element `ip daddr . tcp dport` (the nft
+/// peer matches the same keys; it has no priorities).
+fn bench_rule_nft_element(i: usize, masks: usize) -> String {
+    let r = bench_rule(i, masks);
+    let (k, m) = (&r.matcher.key, &r.matcher.mask);
+    let d = ipv4_prefix(k, m, Field::IpDst).unwrap_or_else(|| "0.0.0.0/0".into());
+    format!("{d} . {}", k.uint(Field::L4Dst))
 }

@@ -1,0 +1,115 @@
+//! One copy of the classifier ([`Classifier`]): its subtables, their lookup order and filters,
+//! the action lists by id, and the single-rule changes the writer makes to the standby copy.
+//! Lookups are in [`super::lookup`], operations and their replay in [`super::ops`] and
+//! [`super::replay`], the threaded inserts in [`super::parallel`].
+
+use super::bucket_table::StoredRule;
+use super::subtable::{Filter, Subtable};
+use crate::action::Actions;
+use crate::key::FlowKey;
+
+/// Inserts whose bucket reads are started together (see [`Classifier::touch`]).
+pub(crate) const GROUP: usize = 16;
+
+/// One copy of the whole classifier.
+#[derive(Debug, Clone, Default)]
+pub struct Classifier {
+    pub(super) subtables: Vec<Option<Subtable>>,
+    /// One filter per subtable, in `order`.
+    pub(super) filters: Vec<Filter>,
+    /// Action lists by id: rules store a `u32`, so inserting one touches no reference count.
+    pub(super) actions: Vec<Option<Actions>>,
+    /// Mask ids, best `max_prio` first (then by id).
+    pub(super) order: Vec<u32>,
+    pub(super) rules: usize,
+    pub(super) generation: u64,
+    pub(super) dirty: bool,
+    /// Threads a big replayed insert run may use (`TableConfig::insert_threads`; 0 and 1: one).
+    pub(super) insert_threads: usize,
+}
+
+impl Classifier {
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.rules
+    }
+
+    /// Whether there is no rule.
+    pub fn is_empty(&self) -> bool {
+        self.rules == 0
+    }
+
+    /// Number of subtables (distinct masks).
+    pub fn subtables(&self) -> usize {
+        self.order.len()
+    }
+
+    /// The sequence number of the last batch applied to this copy.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The rule with exactly this masked key and priority in subtable `id`.
+    pub(crate) fn find_exact(&self, id: u32, key: &FlowKey, prio: u32) -> Option<u32> {
+        let st = self.subtables.get(id as usize)?.as_ref()?;
+        st.find_exact(key, prio)
+    }
+
+    /// Inserts a rule into subtable `id`, unless one with the same key and priority exists (the
+    /// error is its handle). Returns the index of the rule's entry (for the writer's record).
+    #[inline]
+    pub(crate) fn insert(
+        &mut self,
+        id: u32,
+        key: &FlowKey,
+        rule: StoredRule,
+    ) -> Result<(u32, u32), u32> {
+        let Some(Some(st)) = self.subtables.get_mut(id as usize) else {
+            return Err(u32::MAX);
+        };
+        let before = st.max_prio();
+        let was_empty = st.rules() == 0;
+        let placed = st.insert(key, rule)?;
+        self.rules += 1;
+        if was_empty || st.max_prio() != before {
+            self.dirty = true;
+        }
+        Ok(placed)
+    }
+
+    /// The threads a replayed insert run may use.
+    pub(crate) fn insert_threads(&self) -> usize {
+        self.insert_threads
+    }
+
+    /// Gives rule `old` (priority `prio`) at entry `entry` of subtable `id` handle `new` (see
+    /// [`Classifier::insert_parallel`]); false if there is no such rule.
+    pub(crate) fn rehandle(&mut self, id: u32, entry: u32, prio: u32, old: u32, new: u32) -> bool {
+        match self.subtables.get_mut(id as usize) {
+            Some(Some(st)) => st.rehandle(entry, prio, old, new),
+            _ => false,
+        }
+    }
+
+    /// Reads the bucket an insert of `key` into subtable `id` will start at, so that a group of
+    /// inserts can have their (cache-missing) bucket reads in flight together: safe Rust has no
+    /// prefetch, so the value is returned for the caller to fold into a
+    /// [`core::hint::black_box`] sink.
+    #[inline]
+    pub(crate) fn touch(&self, id: u32, key: &FlowKey) -> u64 {
+        match self.subtables.get(id as usize) {
+            Some(Some(st)) => st.touch(key),
+            _ => 0,
+        }
+    }
+
+    /// The key of entry `entry` of subtable `id` (as a record names it).
+    pub(crate) fn entry_key(&self, id: u32, entry: u32) -> Option<FlowKey> {
+        self.subtables.get(id as usize)?.as_ref()?.entry_key(entry)
+    }
+
+    /// Bytes of heap the hash tables hold (capacity of buckets and entries).
+    pub fn table_bytes(&self) -> usize {
+        self.subtables.iter().flatten().map(Subtable::bytes).sum()
+    }
+}

@@ -1,0 +1,180 @@
+//! Lookups in one classifier copy: one key at a time ([`Classifier::lookup`]) or a burst at a
+//! time ([`Classifier::lookup_batch`]), and their result ([`HitRef`]).
+
+use super::bucket_table::{rank_handle, rank_prio};
+use super::copy::Classifier;
+use super::key_select::padded;
+use super::subtable::{Filter, BURST};
+use crate::action::Actions;
+use crate::key::FlowKey;
+
+/// Subtables whose filters one pass of a lookup evaluates into a bit mask.
+const FILTER_CHUNK: usize = 64;
+
+/// The result of a lookup.
+#[derive(Debug, Clone, Copy)]
+pub struct HitRef<'a> {
+    /// The winning rule's handle.
+    pub handle: crate::Handle,
+    /// Its priority.
+    pub priority: u32,
+    /// Its actions.
+    pub actions: &'a Actions,
+}
+
+impl Classifier {
+    /// Highest-priority rule matching `key` (ties: lowest handle).
+    #[inline]
+    pub fn lookup(&self, key: &FlowKey) -> Option<HitRef<'_>> {
+        let (r, a) = self.best(key);
+        self.hit(r, a)
+    }
+
+    #[inline]
+    pub(super) fn hit(&self, rank: u64, action: u32) -> Option<HitRef<'_>> {
+        if rank == 0 {
+            return None;
+        }
+        Some(HitRef {
+            handle: crate::Handle(rank_handle(rank)),
+            priority: rank_prio(rank),
+            actions: self.actions.get(action as usize)?.as_ref()?,
+        })
+    }
+
+    /// The best matching rule's `(rank, action)`; rank 0 when none matches.
+    ///
+    /// Three steps per chunk of subtables (in lookup order): every subtable's [`Filter`] is
+    /// evaluated without branches into a bit mask ([`Classifier::filter_bits`]); for the
+    /// subtables that passed, every key hash is computed and its home bucket read
+    /// ([`Classifier::hash_candidates`]: independent loads, so their cache misses overlap); then
+    /// they are probed in order ([`Classifier::probe_candidates`]), stopping once the best
+    /// match's priority is above the next one's maximum.
+    #[inline]
+    pub(super) fn best(&self, key: &FlowKey) -> (u64, u32) {
+        let mut best = (0u64, 0u32);
+        let kw = padded(key);
+        for chunk in self.filters.chunks(FILTER_CHUNK) {
+            let mut hs = [0u64; FILTER_CHUNK];
+            let bits = Self::filter_bits(chunk, &kw);
+            let bits = self.hash_candidates(chunk, &kw, bits, &mut hs);
+            if self.probe_candidates(chunk, &kw, bits, &hs, &mut best) {
+                return best;
+            }
+        }
+        best
+    }
+
+    /// Bit `j` set when padded key `kw` passes filter `j` of `chunk`.
+    #[inline(always)]
+    fn filter_bits(chunk: &[Filter], kw: &[u64; 16]) -> u64 {
+        let mut bits = 0u64;
+        for (j, f) in chunk.iter().enumerate() {
+            bits |= u64::from(f.passes(kw)) << j;
+        }
+        bits
+    }
+
+    /// For every candidate of `bits`, its key hash into `hs[j]` and its home bucket read
+    /// (folded into a sink); returns the candidates the subtables' stage checks kept.
+    #[inline(always)]
+    fn hash_candidates(
+        &self,
+        chunk: &[Filter],
+        kw: &[u64; 16],
+        mut bits: u64,
+        hs: &mut [u64; FILTER_CHUNK],
+    ) -> u64 {
+        let mut sink = 0u64;
+        let mut b = bits;
+        while b != 0 {
+            let j = b.trailing_zeros() as usize;
+            b &= b - 1;
+            let (Some(f), Some(hx)) = (chunk.get(j), hs.get_mut(j)) else {
+                break;
+            };
+            let Some(Some(st)) = self.subtables.get(f.id as usize) else {
+                continue;
+            };
+            match st.hash_of(kw, f.exact) {
+                Some(h) => {
+                    *hx = h;
+                    sink ^= st.home_bucket(h);
+                }
+                None => bits &= !(1u64 << j),
+            }
+        }
+        core::hint::black_box(sink);
+        bits
+    }
+
+    /// Probes the candidates of `bits` in order, keeping the best hit in `best`; true when it
+    /// stopped early (the best priority is above every later subtable's maximum).
+    #[inline(always)]
+    fn probe_candidates(
+        &self,
+        chunk: &[Filter],
+        kw: &[u64; 16],
+        mut bits: u64,
+        hs: &[u64; FILTER_CHUNK],
+        best: &mut (u64, u32),
+    ) -> bool {
+        while bits != 0 {
+            let j = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let (Some(f), Some(h)) = (chunk.get(j), hs.get(j)) else {
+                break;
+            };
+            if best.0 >> 32 > u64::from(f.max_prio) {
+                return true;
+            }
+            let Some(Some(st)) = self.subtables.get(f.id as usize) else {
+                continue;
+            };
+            if let Some(hit) = st.find_hashed(kw, *h) {
+                if hit.0 > best.0 {
+                    *best = hit;
+                }
+            }
+        }
+        false
+    }
+
+    /// Looks up a burst of keys (subtable by subtable, so the hash-table reads of different
+    /// keys overlap): `out[i]` gets key `i`'s winner, the same as [`Classifier::lookup`].
+    pub fn lookup_batch<'a>(&'a self, keys: &[FlowKey], out: &mut Vec<Option<HitRef<'a>>>) {
+        out.clear();
+        out.reserve(keys.len());
+        if self.filters.len() > FILTER_CHUNK {
+            out.extend(keys.iter().map(|k| {
+                let (r, a) = self.best(k);
+                self.hit(r, a)
+            }));
+            return;
+        }
+        for chunk in keys.chunks(BURST) {
+            let mut best = [(0u64, 0u32); BURST];
+            let best = best.get_mut(..chunk.len()).unwrap_or(&mut []);
+            let kws: [[u64; 16]; BURST] =
+                core::array::from_fn(|k| chunk.get(k).map_or([0; 16], padded));
+            let kws = kws.get(..chunk.len()).unwrap_or(&[]);
+            // Keys passing each subtable's filter, as bits.
+            let mut which = [0u32; FILTER_CHUNK];
+            for (k, kw) in kws.iter().enumerate() {
+                for (w, f) in which.iter_mut().zip(&self.filters) {
+                    *w |= u32::from(f.passes(kw)) << k;
+                }
+            }
+            for (f, w) in self.filters.iter().zip(which) {
+                if w == 0 {
+                    continue;
+                }
+                let Some(Some(st)) = self.subtables.get(f.id as usize) else {
+                    continue;
+                };
+                st.probe_burst(kws, w, f.exact, best);
+            }
+            out.extend(best.iter().map(|&(r, a)| self.hit(r, a)));
+        }
+    }
+}

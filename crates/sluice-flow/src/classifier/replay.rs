@@ -1,0 +1,66 @@
+//! The replay of a batch's operation log on the other classifier copy (the [`Absorb`] side of
+//! the publish protocol, [`crate::publish`]).
+//!
+//! Both copies apply the same operations in the same order, so they share one layout: an
+//! insert is replayed from the writer's [`RuleRecord`] by writing the bucket and entry the
+//! first copy chose, with the key read from that copy's entry. Inserts are replayed a group of
+//! [`GROUP`] at a time with the group's bucket reads started first, or, for a big run, on
+//! several threads ([`super::parallel`]).
+
+use super::bucket_table::JOINED;
+use super::copy::{Classifier, GROUP};
+use super::ops::{Op, RuleRecord};
+use super::parallel::PARALLEL_MIN_BATCH;
+use crate::publish::Absorb;
+
+impl Absorb<Op> for Classifier {
+    type Context = [Option<RuleRecord>];
+
+    fn absorb(&mut self, op: &Op, records: &[Option<RuleRecord>], published: &Classifier) {
+        match op {
+            Op::InsertRecorded { first, count } => {
+                let start = *first as usize;
+                let end = start.saturating_add(*count as usize);
+                let run = records.get(start..end).unwrap_or(&[]);
+                if self.insert_threads > 1 && run.len() >= PARALLEL_MIN_BATCH {
+                    self.replay_parallel(published, run, *first, self.insert_threads);
+                } else {
+                    self.replay_in_order(published, run, *first);
+                }
+            }
+            _ => self.apply(op),
+        }
+    }
+
+    fn finish(&mut self) {
+        self.finish_batch();
+    }
+}
+
+impl Classifier {
+    /// Replays the insert run `run` (records of handles `first ..`) on this thread, in order, a
+    /// group at a time: every bucket read of the group is started, then its rules are inserted.
+    fn replay_in_order(&mut self, published: &Classifier, run: &[Option<RuleRecord>], first: u32) {
+        let mut sink = 0u64;
+        for (group, h0) in run.chunks(GROUP).zip((first..).step_by(GROUP)) {
+            for r in group.iter().flatten() {
+                if let (Some(Some(st)), Some(Some(src))) = (
+                    self.subtables.get(r.mask_id as usize),
+                    published.subtables.get(r.mask_id as usize),
+                ) {
+                    sink ^= if r.bucket == JOINED {
+                        st.touch_from(src, r.entry)
+                    } else {
+                        st.touch_pos(r.bucket)
+                    };
+                }
+            }
+            for (h, r) in (h0..).zip(group) {
+                if let Some(r) = r {
+                    self.insert_record(published, h, r);
+                }
+            }
+        }
+        core::hint::black_box(sink);
+    }
+}

@@ -1,0 +1,278 @@
+//! The operations API of a flow table ([`FlowTable`]): batches of inserts, deletes and
+//! modifications, each applied to the standby classifier copy and published at once, and the
+//! queries the writer answers (rules by handle, dumps, quotas).
+
+use hashbrown::HashSet;
+
+use super::intern::{ActionLists, Idr, Masks};
+use super::reader::Reader;
+use super::writer::{Scratch, TableConfig, WriterState, BYTES_PER_RULE};
+use crate::action::Actions;
+use crate::classifier::{Classifier, Op, PARALLEL_MIN_BATCH};
+use crate::publish::Writer;
+use crate::rule::{BatchMode, Handle, Match, Rule, RuleError, RuleRef};
+
+/// The writer side of a flow table. Not `Clone`; one per table.
+pub struct FlowTable {
+    lr: Writer<Classifier, Op>,
+    w: WriterState,
+}
+
+impl FlowTable {
+    /// An empty table.
+    pub fn new(config: TableConfig) -> Self {
+        FlowTable {
+            lr: Writer::new(Classifier::default()),
+            w: WriterState {
+                scratch: Scratch::default(),
+                config,
+                store: Vec::new(),
+                handles: Idr::default(),
+                masks: Masks::default(),
+                actions: ActionLists::default(),
+                rules: 0,
+                generation: 0,
+            },
+        }
+    }
+
+    /// A reader for lookups from any thread.
+    pub fn reader(&self) -> Reader {
+        Reader {
+            h: self.lr.reader(),
+        }
+    }
+
+    /// The quotas.
+    pub fn config(&self) -> TableConfig {
+        self.w.config
+    }
+
+    /// Changes the quotas (existing rules stay, even above a lowered quota).
+    pub fn set_config(&mut self, config: TableConfig) {
+        self.w.config = config;
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.w.rules
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.w.rules == 0
+    }
+
+    /// Number of distinct masks.
+    pub fn masks(&self) -> usize {
+        self.w.masks.by_mask.len()
+    }
+
+    /// Number of batches published.
+    pub fn generation(&self) -> u64 {
+        self.w.generation
+    }
+
+    /// The memory estimate per rule used by the quota.
+    pub const fn bytes_per_rule() -> usize {
+        BYTES_PER_RULE
+    }
+
+    /// Estimated bytes in use (rules × [`FlowTable::bytes_per_rule`]).
+    pub fn bytes_estimate(&self) -> usize {
+        self.w.rules * BYTES_PER_RULE
+    }
+
+    /// The rule with this handle.
+    pub fn rule(&self, h: Handle) -> Option<Rule> {
+        self.rule_in(&self.lr.published(), h)
+    }
+
+    /// The rule with handle `h`, its key read from classifier copy `cls` (the published copy
+    /// holds every rule the writer has a record of).
+    fn rule_in(&self, cls: &Classifier, h: Handle) -> Option<Rule> {
+        let s = self.w.store.get(h.0 as usize)?.as_ref()?;
+        let mask = *self.w.masks.mask(s.mask_id)?;
+        Some(Rule {
+            matcher: Match {
+                key: cls.entry_key(s.mask_id, s.entry)?,
+                mask,
+            },
+            priority: s.priority,
+            actions: self.w.actions.list(s.action)?.clone(),
+        })
+    }
+
+    /// Every rule, by handle order.
+    pub fn rules(&self) -> impl Iterator<Item = (Handle, Rule)> + '_ {
+        let cls = self.lr.published();
+        (0..self.w.store.len() as u32)
+            .filter_map(move |h| self.rule_in(&cls, Handle(h)).map(|r| (Handle(h), r)))
+    }
+
+    /// The handle of the rule with exactly this match and priority.
+    pub fn find(&self, matcher: &Match, priority: u32) -> Option<Handle> {
+        let id = *self.w.masks.by_mask.get(&matcher.mask)?;
+        self.lr
+            .published()
+            .find_exact(id, &matcher.key, priority)
+            .map(Handle)
+    }
+
+    /// Inserts one rule (a batch of one).
+    pub fn insert(&mut self, rule: Rule) -> Result<Handle, RuleError> {
+        self.insert_batch(vec![rule], BatchMode::BestEffort)
+            .pop()
+            .unwrap_or(Err(RuleError::Aborted))
+    }
+
+    /// Deletes one rule by handle (a batch of one).
+    pub fn delete(&mut self, h: Handle) -> Result<(), RuleError> {
+        self.delete_batch(vec![RuleRef::Handle(h)], BatchMode::BestEffort)
+            .pop()
+            .unwrap_or(Err(RuleError::Aborted))
+    }
+
+    /// Inserts rules and publishes them at once. Result `i` is rule `i`'s handle or error.
+    pub fn insert_batch(
+        &mut self,
+        rules: Vec<Rule>,
+        mode: BatchMode,
+    ) -> Vec<Result<Handle, RuleError>> {
+        let n = rules.len();
+        let mut ops = self.lr.take_log_buffer();
+        let cls = self.lr.standby_mut(&self.w.store);
+        let w = &mut self.w;
+        if cls.insert_threads().max(1) != w.config.insert_threads.max(1) {
+            // (Logged, so the other copy replays big runs with as many threads.)
+            let op = Op::InsertThreads(w.config.insert_threads);
+            cls.apply(&op);
+            ops.push(op);
+        }
+        let (preps, fresh, counts) = w.prepare(cls, &mut ops, &rules);
+        if mode == BatchMode::AllOrNothing {
+            // Validate first: a failing batch must leave the standby copy exactly as it was
+            // (both copies keep one layout, which the replay relies on), so nothing is inserted
+            // and undone.
+            if let Some((at, err)) = w.first_failure(cls, &preps, &rules) {
+                w.abandon(cls, preps, &fresh);
+                let mut err = Some(err);
+                return (0..n)
+                    .map(|i| match err.take_if(|_| i == at) {
+                        Some(e) => Err(e),
+                        None => Err(RuleError::Aborted),
+                    })
+                    .collect();
+            }
+        }
+        if n >= 256 {
+            w.reserve(cls, &mut ops, &counts);
+        }
+        // New handles extend the records: grow them once for the whole batch.
+        w.store.reserve(n.saturating_sub(w.handles.free.len()));
+        let threads = w
+            .config
+            .insert_threads
+            .min(counts.iter().filter(|&&c| c > 0).count());
+        let out = if threads > 1 && n >= PARALLEL_MIN_BATCH && w.fits(n) {
+            w.insert_parallel(cls, &mut ops, &preps, &rules, &counts, threads)
+        } else {
+            w.insert_in_order(cls, &mut ops, &preps, &rules)
+        };
+        w.drop_unused(cls, &mut ops, &fresh);
+        w.scratch.preps = preps;
+        drop(rules);
+        self.finish(ops);
+        out
+    }
+
+    /// Deletes rules and publishes the result at once.
+    pub fn delete_batch(
+        &mut self,
+        targets: Vec<RuleRef>,
+        mode: BatchMode,
+    ) -> Vec<Result<(), RuleError>> {
+        let cls = self.lr.standby_mut(&self.w.store);
+        let w = &mut self.w;
+        // Resolve every target first, so an all-or-nothing batch fails before changing anything.
+        let mut seen = HashSet::new();
+        let resolved: Vec<Result<u32, RuleError>> = targets
+            .iter()
+            .map(|t| {
+                let h = w.resolve(cls, t)?;
+                if seen.insert(h) {
+                    Ok(h)
+                } else {
+                    // Already deleted earlier in this batch: what a sequential delete would say.
+                    Err(match t {
+                        RuleRef::Handle(_) => RuleError::UnknownHandle(Handle(h)),
+                        RuleRef::Exact { .. } => RuleError::NotFound,
+                    })
+                }
+            })
+            .collect();
+        if let Some(aborted) = aborted(mode, &resolved) {
+            return aborted;
+        }
+        let mut ops = Vec::with_capacity(resolved.len() + 1);
+        let out = resolved
+            .into_iter()
+            .map(|r| r.map(|h| w.delete_one(cls, &mut ops, Handle(h))))
+            .collect();
+        self.finish(ops);
+        out
+    }
+
+    /// Replaces the actions of rules (match and priority stay) and publishes at once.
+    pub fn modify_batch(
+        &mut self,
+        changes: Vec<(RuleRef, Actions)>,
+        mode: BatchMode,
+    ) -> Vec<Result<Handle, RuleError>> {
+        let cls = self.lr.standby_mut(&self.w.store);
+        let w = &mut self.w;
+        let resolved: Vec<Result<u32, RuleError>> =
+            changes.iter().map(|(t, _)| w.resolve(cls, t)).collect();
+        if let Some(aborted) = aborted(mode, &resolved) {
+            return aborted;
+        }
+        let mut ops = Vec::with_capacity(changes.len() + 1);
+        let mut out = Vec::with_capacity(changes.len());
+        for (r, (_, actions)) in resolved.into_iter().zip(changes) {
+            out.push(r.map(|h| {
+                w.modify_one(cls, &mut ops, h, actions);
+                Handle(h)
+            }));
+        }
+        self.finish(ops);
+        out
+    }
+
+    fn finish(&mut self, mut ops: Vec<Op>) {
+        self.w.generation += 1;
+        let op = Op::Generation(self.w.generation);
+        let cls = self.lr.standby_mut(&self.w.store);
+        cls.apply(&op);
+        cls.finish_batch();
+        ops.push(op);
+        self.lr.publish(ops);
+    }
+}
+
+/// The results of an all-or-nothing batch that fails: each target's own error, or
+/// [`RuleError::Aborted`] for the targets that would have succeeded; `None` when the batch goes
+/// ahead (best effort, or every target resolved).
+fn aborted<T>(
+    mode: BatchMode,
+    resolved: &[Result<u32, RuleError>],
+) -> Option<Vec<Result<T, RuleError>>> {
+    if mode != BatchMode::AllOrNothing || resolved.iter().all(|r| r.is_ok()) {
+        return None;
+    }
+    Some(
+        resolved
+            .iter()
+            .map(|r| Err(r.clone().err().unwrap_or(RuleError::Aborted)))
+            .collect(),
+    )
+}

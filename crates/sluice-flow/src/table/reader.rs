@@ -1,0 +1,73 @@
+//! Lookups from any thread: a [`Reader`] per thread, a [`Snapshot`] per burst.
+
+use crate::action::Actions;
+use crate::classifier::{Classifier, ExactCache, HitRef};
+use crate::key::FlowKey;
+use crate::publish::{Guard, ReadHandle};
+use crate::rule::Handle;
+
+/// A reader: clone one per thread; lookups never lock.
+#[derive(Clone)]
+pub struct Reader {
+    pub(super) h: ReadHandle<Classifier>,
+}
+
+impl Reader {
+    /// The current snapshot. Hold it for a burst of lookups, not longer: the writer's next batch
+    /// waits until it is dropped.
+    #[inline]
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot { g: self.h.load() }
+    }
+
+    /// One lookup in the current snapshot; returns (handle, priority, actions).
+    pub fn lookup(&self, key: &FlowKey) -> Option<(Handle, u32, Actions)> {
+        let s = self.snapshot();
+        s.lookup(key)
+            .map(|h| (h.handle, h.priority, h.actions.clone()))
+    }
+}
+
+/// A consistent view of the table: every batch published before it was taken, none after.
+pub struct Snapshot {
+    g: Guard<Classifier>,
+}
+
+impl Snapshot {
+    /// Highest-priority matching rule; equal priorities go to the lowest handle.
+    #[inline]
+    pub fn lookup(&self, key: &FlowKey) -> Option<HitRef<'_>> {
+        self.g.lookup(key)
+    }
+
+    /// Like [`Snapshot::lookup`], through a per-thread exact-match cache.
+    #[inline]
+    pub fn lookup_cached(&self, cache: &mut ExactCache, key: &FlowKey) -> Option<HitRef<'_>> {
+        self.g.lookup_cached(cache, key)
+    }
+
+    /// Looks up a burst of keys: `out[i]` gets key `i`'s winner.
+    pub fn lookup_batch<'a>(&'a self, keys: &[FlowKey], out: &mut Vec<Option<HitRef<'a>>>) {
+        self.g.lookup_batch(keys, out);
+    }
+
+    /// Number of rules in this snapshot.
+    pub fn len(&self) -> usize {
+        self.g.len()
+    }
+
+    /// Whether the snapshot has no rule.
+    pub fn is_empty(&self) -> bool {
+        self.g.is_empty()
+    }
+
+    /// Number of subtables (masks).
+    pub fn subtables(&self) -> usize {
+        self.g.subtables()
+    }
+
+    /// The number of batches published before this snapshot.
+    pub fn generation(&self) -> u64 {
+        self.g.generation()
+    }
+}

@@ -75,7 +75,7 @@ struct Model {
 
 /// An existing key picked by `pick` most of the time, a likely absent one otherwise.
 fn pick<V>(map: &BTreeMap<u64, V>, pick: u64) -> u64 {
-    if map.is_empty() || pick % 5 == 0 {
+    if map.is_empty() || pick.is_multiple_of(5) {
         return pick;
     }
     *map.keys()

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::state::{Change, Port, Rule, State};
+use crate::state::{Change, Port, Rule, RuleRef, State};
 
 const TAG_PORT_ADD: u8 = 1;
 const TAG_PORT_DEL: u8 = 2;
@@ -61,22 +61,29 @@ fn put_features(buf: &mut Vec<u8>, features: &BTreeMap<String, bool>) {
     }
 }
 
-/// Appends the encoding of `rules` (a [`Change::RulesAdd`]) to `buf`.
-pub(crate) fn encode_rules_add<'a>(
+/// Appends the encoding of `count` rules (a [`Change::RulesAdd`]) to `buf`, calling `check`
+/// on each first. Returns how many rules the iterator gave (the caller refuses the record if
+/// that is not `count`) or the first error `check` returned.
+pub(crate) fn encode_rules_add<'a, E>(
     buf: &mut Vec<u8>,
     count: usize,
-    rules: impl Iterator<Item = &'a Rule>,
-) {
+    rules: impl Iterator<Item = RuleRef<'a>>,
+    mut check: impl FnMut(&RuleRef<'a>) -> Result<(), E>,
+) -> Result<usize, E> {
     buf.push(TAG_RULES_ADD);
     put_varint(buf, count as u64);
     let mut prev = 0u64;
+    let mut n = 0;
     for rule in rules {
+        check(&rule)?;
         put_varint(buf, rule.handle.wrapping_sub(prev));
         prev = rule.handle;
         put_varint(buf, u64::from(rule.priority));
-        put_bytes(buf, &rule.matches);
-        put_bytes(buf, &rule.actions);
+        put_bytes(buf, rule.matches);
+        put_bytes(buf, rule.actions);
+        n += 1;
     }
+    Ok(n)
 }
 
 /// Appends the encoding of one change to `buf`.
@@ -105,7 +112,15 @@ pub(crate) fn encode_change(buf: &mut Vec<u8>, change: &Change) {
             put_varint(buf, *handle);
             put_features(buf, features);
         }
-        Change::RulesAdd(rules) => encode_rules_add(buf, rules.len(), rules.iter()),
+        Change::RulesAdd(rules) => {
+            let no_check = |_: &RuleRef<'_>| Ok::<(), std::convert::Infallible>(());
+            let Ok(_) = encode_rules_add(
+                buf,
+                rules.len(),
+                rules.iter().map(Rule::as_rule_ref),
+                no_check,
+            );
+        }
         Change::RulesDel(handles) => {
             buf.push(TAG_RULES_DEL);
             put_varint(buf, handles.len() as u64);

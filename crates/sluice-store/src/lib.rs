@@ -53,5 +53,5 @@ mod state;
 mod store;
 
 pub use error::StoreError;
-pub use state::{Change, Port, Rule, State};
+pub use state::{Change, Port, Rule, RuleRef, State};
 pub use store::{Recovery, Store, TornTail};

@@ -39,6 +39,33 @@ pub struct Rule {
     pub actions: Vec<u8>,
 }
 
+impl Rule {
+    /// The rule borrowed, as [`crate::Store::commit_rules`] takes it.
+    pub fn as_rule_ref(&self) -> RuleRef<'_> {
+        RuleRef {
+            handle: self.handle,
+            priority: self.priority,
+            matches: &self.matches,
+            actions: &self.actions,
+        }
+    }
+}
+
+/// A rule borrowed from the caller: what [`crate::Store::commit_rules`] takes, so that a large
+/// batch goes to disk straight from the daemon's own buffers, without first being copied into
+/// [`Rule`]s. Stored and replayed exactly as a [`Rule`] of a [`Change::RulesAdd`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleRef<'a> {
+    /// The rule's handle.
+    pub handle: u64,
+    /// Its priority.
+    pub priority: u32,
+    /// The match.
+    pub matches: &'a [u8],
+    /// The actions.
+    pub actions: &'a [u8],
+}
+
 /// One change to the state. [`crate::Store::commit`] takes a batch of them as one atomic,
 /// durable record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

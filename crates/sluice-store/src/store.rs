@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::codec::{self, SnapshotEnd};
 use crate::error::StoreError;
 use crate::frame::{self, BadRecord, FileKind, Tail, RECORD_HEADER};
-use crate::state::{Change, State};
+use crate::state::{Change, Rule, RuleRef, State};
 
 const JOURNAL: &str = "journal";
 const SNAPSHOT: &str = "snapshot";
@@ -258,33 +258,59 @@ impl Store {
         for c in changes {
             codec::encode_change(buf, c);
         }
-        let header = frame::record_header(&buf[RECORD_HEADER..])
+        self.write_record(next_port, next_rule)
+    }
+
+    /// [`commit`](Store::commit) of one [`Change::RulesAdd`], with the rules borrowed from the
+    /// caller instead of built as [`Rule`]s: the daemon's fast path for large batches. The
+    /// same checks (handles fresh and increasing), the same record, the same durability.
+    pub fn commit_rules<'a, I>(&mut self, rules: I) -> Result<(), StoreError>
+    where
+        I: IntoIterator<Item = RuleRef<'a>>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        if self.poisoned {
+            return Err(StoreError::Poisoned);
+        }
+        let rules = rules.into_iter();
+        let count = rules.len();
+        if count == 0 {
+            return Ok(());
+        }
+        let mut next_rule = self.next_rule_handle;
+        let buf = &mut self.buf;
+        buf.clear();
+        buf.resize(RECORD_HEADER, 0);
+        let given = codec::encode_rules_add(buf, count, rules, |r| {
+            fresh(0, "rule", r.handle, &mut next_rule)
+        })?;
+        if given != count {
+            return Err(StoreError::InvalidChange {
+                index: 0,
+                reason: format!("the iterator said {count} rules and gave {given}"),
+            });
+        }
+        self.write_record(self.next_port_handle, next_rule)
+    }
+
+    /// Frames the record in `self.buf`, appends and syncs it, and moves the counters.
+    fn write_record(&mut self, next_port: u64, next_rule: u64) -> Result<(), StoreError> {
+        let header = frame::record_header(&self.buf[RECORD_HEADER..])
             .map_err(|bytes| StoreError::TooLarge { bytes })?;
-        buf[..RECORD_HEADER].copy_from_slice(&header);
-        self.append()?;
-        self.next_port_handle = next_port;
-        self.next_rule_handle = next_rule;
+        self.buf[..RECORD_HEADER].copy_from_slice(&header);
+        let result = self.append();
         if self.buf.capacity() > KEEP_BUFFER {
             self.buf = Vec::new();
         }
+        result?;
+        self.next_port_handle = next_port;
+        self.next_rule_handle = next_rule;
         Ok(())
     }
 
     /// Checks handle freshness; returns the counters after the batch.
     fn check(&self, changes: &[Change]) -> Result<(u64, u64), StoreError> {
         let (mut port, mut rule) = (self.next_port_handle, self.next_rule_handle);
-        let fresh = |index: usize, what: &str, handle: u64, next: &mut u64| {
-            if handle < *next || handle == u64::MAX {
-                return Err(StoreError::InvalidChange {
-                    index,
-                    reason: format!(
-                        "{what} handle {handle} is not fresh (the next unused is {next})"
-                    ),
-                });
-            }
-            *next = handle + 1;
-            Ok(())
-        };
         for (index, c) in changes.iter().enumerate() {
             match c {
                 Change::PortAdd(p) => fresh(index, "port", p.handle, &mut port)?,
@@ -407,6 +433,18 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Checks that `handle` is fresh against `next` (and not `u64::MAX`) and moves `next` past it.
+fn fresh(index: usize, what: &str, handle: u64, next: &mut u64) -> Result<(), StoreError> {
+    if handle < *next || handle == u64::MAX {
+        return Err(StoreError::InvalidChange {
+            index,
+            reason: format!("{what} handle {handle} is not fresh (the next unused is {next})"),
+        });
+    }
+    *next = handle + 1;
+    Ok(())
 }
 
 /// Scans a file's records, applying each payload with `apply`; decode errors become a
@@ -556,7 +594,13 @@ fn write_snapshot(path: &Path, generation: u64, state: &State) -> Result<u64, St
     let mut rules = state.rules.values().peekable();
     while rules.peek().is_some() {
         let chunk: Vec<_> = rules.by_ref().take(SNAPSHOT_RULES_PER_RECORD).collect();
-        codec::encode_rules_add(w.payload(), chunk.len(), chunk.into_iter());
+        let no_check = |_: &RuleRef<'_>| Ok::<(), std::convert::Infallible>(());
+        let Ok(_) = codec::encode_rules_add(
+            w.payload(),
+            chunk.len(),
+            chunk.into_iter().map(Rule::as_rule_ref),
+            no_check,
+        );
         w.flush()?;
     }
     codec::encode_snapshot_end(

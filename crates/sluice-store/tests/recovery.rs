@@ -14,6 +14,20 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// [`Store::open`], retried while the lock is held: the lock is an `flock`, and a child that
+/// `kill_9_loses_no_acknowledged_commit` spawns shares this process's open files from its fork
+/// to its exec, so a lock just released here can look held for that moment.
+fn open(dir: impl AsRef<Path>) -> Result<(Store, State), StoreError> {
+    let dir = dir.as_ref();
+    for _ in 0..200 {
+        match Store::open(dir) {
+            Err(StoreError::Locked { .. }) => std::thread::sleep(Duration::from_millis(10)),
+            other => return other,
+        }
+    }
+    Store::open(dir)
+}
+
 fn rule(handle: u64) -> Rule {
     Rule {
         handle,
@@ -61,7 +75,7 @@ fn expected_after(commits: u64) -> State {
 
 /// Writes `n` commits and returns the journal's length after each one.
 fn write_commits(dir: &Path, n: u64) -> Vec<u64> {
-    let (mut store, state) = Store::open(dir).unwrap();
+    let (mut store, state) = open(dir).unwrap();
     assert_eq!(state, State::default());
     let mut lens = vec![store.journal_bytes()];
     for i in 0..n {
@@ -83,7 +97,7 @@ fn a_torn_last_record_is_cut_at_every_byte_offset() {
     let want = expected_after(n - 1);
     for cut in last_start..lens[n as usize] {
         fs::write(&journal, &full[..cut as usize]).unwrap();
-        let (store, state) = Store::open(&dir).unwrap();
+        let (store, state) = open(&dir).unwrap();
         assert_eq!(state, want, "cut at {cut}");
         let torn = store.recovery().torn_tail.clone();
         if cut == last_start {
@@ -97,15 +111,15 @@ fn a_torn_last_record_is_cut_at_every_byte_offset() {
         // The tail was truncated: the file ends at the last good record, and commits go on.
         assert_eq!(fs::metadata(&journal).unwrap().len(), last_start);
         drop(store);
-        let (store, again) = Store::open(&dir).unwrap();
+        let (store, again) = open(&dir).unwrap();
         assert!(store.recovery().is_clean());
         assert_eq!(again, want);
     }
     // Committing after a repaired tear appends after the last good record.
-    let (mut store, _) = Store::open(&dir).unwrap();
+    let (mut store, _) = open(&dir).unwrap();
     store.commit(&commit_i(n - 1)).unwrap();
     drop(store);
-    let (_, state) = Store::open(&dir).unwrap();
+    let (_, state) = open(&dir).unwrap();
     assert_eq!(state, expected_after(n));
     fs::remove_dir_all(&dir).unwrap();
 }
@@ -122,7 +136,7 @@ fn a_flipped_byte_before_the_tail_fails_the_open_and_names_the_offset() {
         let mut bad = full.clone();
         bad[at as usize] ^= 0x10;
         fs::write(&journal, &bad).unwrap();
-        match Store::open(&dir) {
+        match open(&dir) {
             Err(StoreError::Corrupt {
                 path,
                 offset,
@@ -151,7 +165,7 @@ fn a_flipped_byte_before_the_tail_fails_the_open_and_names_the_offset() {
     }
     // The file untouched: the store opens and nothing was lost.
     fs::write(&journal, &full).unwrap();
-    let (_, state) = Store::open(&dir).unwrap();
+    let (_, state) = open(&dir).unwrap();
     assert_eq!(state, expected_after(4));
     fs::remove_dir_all(&dir).unwrap();
 }
@@ -166,7 +180,7 @@ fn a_bad_version_is_refused() {
     let crc = crc32c::crc32c(&bytes[..20]);
     bytes[20..24].copy_from_slice(&crc.to_le_bytes());
     fs::write(&journal, &bytes).unwrap();
-    let e = Store::open(&dir).unwrap_err();
+    let e = open(&dir).unwrap_err();
     assert!(e.to_string().contains("format version 2"), "{e}");
     fs::remove_dir_all(&dir).unwrap();
 }
@@ -174,7 +188,7 @@ fn a_bad_version_is_refused() {
 #[test]
 fn handles_are_never_reused_across_deletes_restarts_and_compactions() {
     let dir = temp_dir("handles");
-    let (mut store, _) = Store::open(&dir).unwrap();
+    let (mut store, _) = open(&dir).unwrap();
     store
         .commit(&[
             Change::PortAdd(port(1, "tap0")),
@@ -212,7 +226,7 @@ fn handles_are_never_reused_across_deletes_restarts_and_compactions() {
         .is_err());
     store.compact().unwrap();
     drop(store);
-    let (mut store, state) = Store::open(&dir).unwrap();
+    let (mut store, state) = open(&dir).unwrap();
     assert!(state.rules.is_empty() && state.ports.is_empty() && state.quotas.is_empty());
     assert_eq!((state.next_port_handle, state.next_rule_handle), (2, 4));
     assert!(store.commit(&[Change::PortAdd(port(1, "tap0"))]).is_err());
@@ -223,10 +237,10 @@ fn handles_are_never_reused_across_deletes_restarts_and_compactions() {
 #[test]
 fn a_second_process_cannot_open_a_held_store() {
     let dir = temp_dir("lock");
-    let (store, _) = Store::open(&dir).unwrap();
+    let (store, _) = open(&dir).unwrap();
     assert!(matches!(Store::open(&dir), Err(StoreError::Locked { .. })));
     drop(store);
-    assert!(Store::open(&dir).is_ok());
+    assert!(open(&dir).is_ok());
     fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -240,7 +254,7 @@ fn kill_child() {
     let Some(dir) = std::env::var_os(KILL_CHILD_ENV) else {
         return;
     };
-    let (mut store, state) = Store::open(&dir).unwrap();
+    let (mut store, state) = open(&dir).unwrap();
     // Commit c adds rules c*4096 .. c*4096+n(c): resume after the last one in the store.
     let mut c = state.next_rule_handle.div_ceil(4096);
     loop {
@@ -314,7 +328,7 @@ fn kill_9_loses_no_acknowledged_commit() {
             first.is_ok() && !acked.is_empty(),
             "round {round}: the child acknowledged nothing"
         );
-        let (store, state) = Store::open(&dir).unwrap();
+        let (store, state) = open(&dir).unwrap();
         for &i in &acked {
             for k in 0..kill_batch(i) {
                 assert!(

@@ -23,6 +23,14 @@ fn rule(handle: u64) -> Rule {
     }
 }
 
+/// Resident set size in bytes (Linux), 0 where unknown.
+fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -78,15 +86,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     drop(store);
 
+    let before = rss();
     let t = Instant::now();
     let (mut store, state) = Store::open(&dir)?;
     let open = t.elapsed();
     println!(
-        "open + replay of a {:.1} MB journal: {} rules in {:.3} s ({:.2}M rules/s)",
+        "open + replay of a {:.1} MB journal: {} rules in {:.3} s ({:.2}M rules/s); \
+         the returned State holds {:.0} resident bytes/rule",
         store.journal_bytes() as f64 / 1e6,
         state.rules.len(),
         secs(open),
-        state.rules.len() as f64 / secs(open) / 1e6
+        state.rules.len() as f64 / secs(open) / 1e6,
+        rss().saturating_sub(before) as f64 / state.rules.len() as f64
     );
     drop(state);
 

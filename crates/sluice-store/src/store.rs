@@ -2,6 +2,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::codec::{self, SnapshotEnd};
@@ -14,6 +15,9 @@ const SNAPSHOT: &str = "snapshot";
 const JOURNAL_TMP: &str = "journal.tmp";
 const SNAPSHOT_TMP: &str = "snapshot.tmp";
 const LOCK: &str = "lock";
+/// The store holds the switch's configuration: readable by the daemon's group, no one else.
+const FILE_MODE: u32 = 0o640;
+const DIR_MODE: u32 = 0o750;
 
 /// Rules per snapshot record: keeps records well under the 4 GiB frame limit and the replay's
 /// working set small.
@@ -66,7 +70,6 @@ pub(crate) enum Fault {
 }
 
 /// The durable store. One process at a time holds it (an advisory lock on `lock`).
-#[derive(Debug)]
 pub struct Store {
     dir: PathBuf,
     journal: File,
@@ -83,21 +86,39 @@ pub struct Store {
     pub(crate) fault: Option<Fault>,
 }
 
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the encoding buffer: it can hold megabytes.
+        f.debug_struct("Store")
+            .field("dir", &self.dir)
+            .field("generation", &self.generation)
+            .field("journal_len", &self.journal_len)
+            .field("snapshot_len", &self.snapshot_len)
+            .field("next_port_handle", &self.next_port_handle)
+            .field("next_rule_handle", &self.next_rule_handle)
+            .field("poisoned", &self.poisoned)
+            .field("recovery", &self.recovery)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Store {
-    /// Opens the store in directory `dir` (created if missing), loads the snapshot, replays the
-    /// journal, repairs what a crash left (see [`Store::recovery`]) and returns the state.
+    /// Opens the store in directory `dir` (created if missing, mode 0750, its files 0640),
+    /// loads the snapshot, replays the journal, repairs what a crash left (see
+    /// [`Store::recovery`]) and returns the state.
     ///
     /// Fails with [`StoreError::Corrupt`] (naming the file and offset) when a file holds
     /// anything but what the store wrote, and with [`StoreError::Locked`] when another
     /// process has the store open.
     pub fn open(dir: impl AsRef<Path>) -> Result<(Store, State), StoreError> {
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, "create directory", e))?;
+        create_dir_durably(&dir)?;
         let lock_path = dir.join(LOCK);
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(FILE_MODE)
             .open(&lock_path)
             .map_err(|e| StoreError::io(&lock_path, "open", e))?;
         match lock.try_lock() {
@@ -531,7 +552,13 @@ struct RecordWriter<'a> {
 
 impl<'a> RecordWriter<'a> {
     fn create(path: &'a Path, file_header: &[u8]) -> Result<Self, StoreError> {
-        let mut file = File::create(path).map_err(|e| StoreError::io(path, "create", e))?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(FILE_MODE)
+            .open(path)
+            .map_err(|e| StoreError::io(path, "create", e))?;
         file.write_all(file_header)
             .map_err(|e| StoreError::io(path, "write", e))?;
         Ok(RecordWriter {
@@ -664,6 +691,36 @@ fn truncate(path: &Path, len: u64) -> Result<(), StoreError> {
     f.set_len(len)
         .map_err(|e| StoreError::io(path, "truncate", e))?;
     f.sync_all().map_err(|e| StoreError::io(path, "fsync", e))
+}
+
+/// Creates `dir` and any missing parents (mode 0750), and syncs each parent that gained an
+/// entry, so that a store whose first commit was acknowledged does not vanish with its
+/// directory in a crash.
+fn create_dir_durably(dir: &Path) -> Result<(), StoreError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut missing = vec![dir];
+    let mut parent = dir.parent();
+    while let Some(p) = parent {
+        if p.as_os_str().is_empty() || p.is_dir() {
+            break;
+        }
+        missing.push(p);
+        parent = p.parent();
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .map_err(|e| StoreError::io(dir, "create directory", e))?;
+    for d in missing.iter().rev() {
+        match d.parent() {
+            Some(p) if !p.as_os_str().is_empty() => sync_dir(p)?,
+            _ => sync_dir(Path::new("."))?,
+        }
+    }
+    Ok(())
 }
 
 /// Makes renames and creations in `dir` durable.

@@ -81,3 +81,27 @@ fn commit_rules_refuses_stale_handles_and_writes_nothing() {
     assert_eq!(state.next_rule_handle, 32);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_new_store_is_private_to_the_daemon_and_its_group() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = temp_dir("modes");
+    let dir = base.join("a/b/db");
+    let (mut store, _) = Store::open(&dir).unwrap();
+    store
+        .commit(&[Change::QuotaSet {
+            name: "rules".into(),
+            value: 1,
+        }])
+        .unwrap();
+    store.compact().unwrap();
+    let mode = |p: PathBuf| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    // At most these bits (a stricter umask may remove more), and the owner's always.
+    let d = mode(dir.clone());
+    assert!(d & !0o750 == 0 && d & 0o700 == 0o700, "directory {d:o}");
+    for f in ["journal", "snapshot", "lock"] {
+        let m = mode(dir.join(f));
+        assert!(m & !0o640 == 0 && m & 0o600 == 0o600, "{f} {m:o}");
+    }
+    fs::remove_dir_all(&base).unwrap();
+}

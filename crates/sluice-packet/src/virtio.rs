@@ -22,6 +22,7 @@
 
 use crate::meta::{l4_csum_field, CsumStatus, GsoType, Level, OffloadMeta, Slot};
 use core::fmt;
+use sluice_wire::bytes::{read_u16, read_u16_le, write_bytes, write_u16_le};
 use sluice_wire::{ip_proto, L3Kind, Layout, TunnelKind};
 
 /// `flags`: the L4 checksum is partial; the receiver fills it from `csum_start`.
@@ -220,17 +221,15 @@ impl fmt::Display for VirtioError {
 
 impl std::error::Error for VirtioError {}
 
+/// The little-endian `u16` at `at` of a header already cut to its format's size (so in range),
+/// or 0.
 fn le16(b: &[u8], at: usize) -> u16 {
-    match b.get(at..at + 2) {
-        Some(&[x, y]) => u16::from_le_bytes([x, y]),
-        _ => 0,
-    }
+    read_u16_le(b, at).unwrap_or(0)
 }
 
-fn put16(b: &mut [u8], at: usize, v: u16) {
-    if let Some(d) = b.get_mut(at..at + 2) {
-        d.copy_from_slice(&v.to_le_bytes());
-    }
+/// Whether the big-endian `u16` field at `at` of `frame` (a UDP checksum) is present and not zero.
+fn nonzero16(frame: &[u8], at: usize) -> bool {
+    read_u16(frame, at).is_some_and(|v| v != 0)
 }
 
 impl VirtioNetHdr {
@@ -288,24 +287,35 @@ impl VirtioNetHdr {
                 "num_buffers needs a v1 header",
             ));
         }
-        b.fill(0);
-        if let Some(x) = b.get_mut(0) {
-            *x = self.flags;
+        // `b` is exactly `need` bytes, and each field below is written only by the formats
+        // that have it, so no write can fail; the error is kept rather than assumed.
+        let short = |_| VirtioError::Short { need, have };
+        write_bytes(b, 0, &[self.flags, self.gso_type]).map_err(short)?;
+        let common = [
+            self.hdr_len,
+            self.gso_size,
+            self.csum_start,
+            self.csum_offset,
+        ];
+        for (i, v) in common.into_iter().enumerate() {
+            write_u16_le(b, 2 + 2 * i, v).map_err(short)?;
         }
-        if let Some(x) = b.get_mut(1) {
-            *x = self.gso_type;
+        if need >= 12 {
+            write_u16_le(b, 10, self.num_buffers).map_err(short)?;
         }
-        put16(b, 2, self.hdr_len);
-        put16(b, 4, self.gso_size);
-        put16(b, 6, self.csum_start);
-        put16(b, 8, self.csum_offset);
-        put16(b, 10, self.num_buffers);
-        put16(b, 12, self.hash_value as u16);
-        put16(b, 14, (self.hash_value >> 16) as u16);
-        put16(b, 16, self.hash_report);
-        put16(b, 18, self.padding);
-        put16(b, 20, self.outer_th_offset);
-        put16(b, 22, self.inner_nh_offset);
+        if need >= 24 {
+            let v1_hash_tunnel = [
+                self.hash_value as u16,
+                (self.hash_value >> 16) as u16,
+                self.hash_report,
+                self.padding,
+                self.outer_th_offset,
+                self.inner_nh_offset,
+            ];
+            for (i, v) in v1_hash_tunnel.into_iter().enumerate() {
+                write_u16_le(b, 12 + 2 * i, v).map_err(short)?;
+            }
+        }
         Ok(need)
     }
 
@@ -489,7 +499,7 @@ impl VirtioNetHdr {
         if tbits != 0 && self.flags & F_UDP_TUNNEL_CSUM == 0 {
             // The outer UDP checksum is not in use: it must be zero in the frame.
             let o = meta.offsets().outer_l4.map(usize::from).unwrap_or(0);
-            if le16(frame, o + 6) != 0 {
+            if nonzero16(frame, o + 6) {
                 return Err(VirtioError::TunnelBits(
                     "outer UDP checksum set without UDP_TUNNEL_CSUM",
                 ));
@@ -575,7 +585,7 @@ impl VirtioNetHdr {
                 // The outer UDP checksum is in use when its field is not zero.
                 let outer_csum = o
                     .outer_l4
-                    .is_some_and(|at| le16(frame, usize::from(at) + 6) != 0);
+                    .is_some_and(|at| nonzero16(frame, usize::from(at) + 6));
                 if outer_csum && !meta.csum_absent(Level::Outer) {
                     h.flags |= F_UDP_TUNNEL_CSUM;
                 }

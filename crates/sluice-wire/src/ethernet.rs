@@ -10,7 +10,7 @@ use crate::error::ParseError;
 use crate::layout::Layer;
 use core::fmt;
 
-use crate::bytes::{array_at, range, range_mut, set_bytes, set_u16, u16_at};
+use crate::view::{array_at, range, range_mut, set_bytes, set_u16, u16_at};
 
 /// Byte ranges of the Ethernet II header.
 mod field {
@@ -85,7 +85,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
 
     /// Checks that the buffer holds the 14-byte header (`Reason::Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
-        crate::bytes::need(Layer::Eth, HEADER_LEN, self.buffer.as_ref().len())
+        crate::view::need(Layer::Eth, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.

@@ -8,11 +8,11 @@
 //! it succeeds no accessor panics. Options that run past the option area are reported by
 //! [`options`] and [`Repr::parse`] as `Reason::GeneveOptionOverflow`.
 
-use crate::bytes::{self, range, range_mut, set_bytes, set_u16, set_u24, set_u8};
-use crate::bytes::{u16_at, u24_at, u8_at};
 use crate::error::{ParseError, Reason};
 use crate::ipv4::OptionBuf;
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_bytes, set_u16, set_u24, set_u8};
+use crate::view::{u16_at, u24_at, u8_at};
 
 /// Byte offsets of the Geneve header and of an option header.
 mod field {
@@ -161,9 +161,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// length runs past the buffer. The version is checked by [`Repr::parse`].
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Geneve, HEADER_LEN, have)?;
+        view::need(Layer::Geneve, HEADER_LEN, have)?;
         if self.header_len() > have {
-            return Err(bytes::err(Layer::Geneve, Reason::GeneveOptionOverflow));
+            return Err(view::err(Layer::Geneve, Reason::GeneveOptionOverflow));
         }
         Ok(())
     }
@@ -298,10 +298,7 @@ impl Repr {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr, ParseError> {
         packet.check_len()?;
         if packet.version() != 0 {
-            return Err(bytes::err(
-                Layer::Geneve,
-                Reason::BadField("geneve version"),
-            ));
+            return Err(view::err(Layer::Geneve, Reason::BadField("geneve version")));
         }
         for opt in packet.options_iter() {
             opt.map_err(|e| ParseError {
@@ -310,7 +307,7 @@ impl Repr {
             })?;
         }
         let options = Options::new(packet.options())
-            .ok_or(bytes::err(Layer::Geneve, Reason::GeneveOptionOverflow))?;
+            .ok_or(view::err(Layer::Geneve, Reason::GeneveOptionOverflow))?;
         Ok(Repr {
             oam: packet.oam(),
             critical: packet.critical(),

@@ -8,9 +8,9 @@
 //! `BadField("gre version")`); it guarantees the whole header is in the buffer, after which no
 //! accessor panics. The checksum is only exposed as a field; computing it is done elsewhere.
 
-use crate::bytes::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
 
 /// Byte offsets of the fixed part of the GRE header.
 mod field {
@@ -60,14 +60,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// `BadField("gre routing")` when R is set, `BadField("gre version")` for a non-zero version.
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Gre, HEADER_LEN, have)?;
+        view::need(Layer::Gre, HEADER_LEN, have)?;
         if self.routing_present() {
-            return Err(bytes::err(Layer::Gre, Reason::BadField("gre routing")));
+            return Err(view::err(Layer::Gre, Reason::BadField("gre routing")));
         }
         if self.version() != 0 {
-            return Err(bytes::err(Layer::Gre, Reason::BadField("gre version")));
+            return Err(view::err(Layer::Gre, Reason::BadField("gre version")));
         }
-        bytes::need(Layer::Gre, self.header_len(), have)
+        view::need(Layer::Gre, self.header_len(), have)
     }
 
     /// Unwraps the buffer.

@@ -6,10 +6,10 @@
 //! The checksum is only exposed as a field (ICMPv6's covers a pseudo-header): computing it is the
 //! job of `sluice-checksum`, so [`Repr::emit`] writes it as zero.
 
-use crate::bytes::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
-use crate::bytes::{u16_at, u8_at};
 use crate::error::ParseError;
 use crate::layout::Layer;
+use crate::view::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
+use crate::view::{u16_at, u8_at};
 
 /// Byte offsets of the ICMP/ICMPv6 header.
 mod field {
@@ -96,12 +96,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Checks that the 8-byte header is there (`Truncated` for `Layer::Icmp` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
-        bytes::need(Layer::Icmp, HEADER_LEN, self.buffer.as_ref().len())
+        view::need(Layer::Icmp, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Checks that the 8-byte header is there (`Truncated` for `Layer::Icmpv6` otherwise).
     pub fn check_len_v6(&self) -> Result<(), ParseError> {
-        bytes::need(Layer::Icmpv6, HEADER_LEN, self.buffer.as_ref().len())
+        view::need(Layer::Icmpv6, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.

@@ -11,10 +11,10 @@
 //! This module also defines [`OptionBuf`], the fixed-capacity owned option bytes used by the
 //! `Repr`s of IPv4, TCP and Geneve.
 
-use crate::bytes::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
-use crate::bytes::{u16_at, u8_at};
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
+use crate::view::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
+use crate::view::{u16_at, u8_at};
 use core::net::Ipv4Addr;
 
 /// Byte offsets of the IPv4 header.
@@ -191,19 +191,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// the buffer. The version is checked by [`Repr::parse`].
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Ipv4, HEADER_LEN, have)?;
+        view::need(Layer::Ipv4, HEADER_LEN, have)?;
         if self.ihl() < 5 {
-            return Err(bytes::err(Layer::Ipv4, Reason::BadIhl(self.ihl())));
+            return Err(view::err(Layer::Ipv4, Reason::BadIhl(self.ihl())));
         }
         let header_len = self.header_len();
-        bytes::need(Layer::Ipv4, header_len, have)?;
+        view::need(Layer::Ipv4, header_len, have)?;
         let claimed = usize::from(self.total_len());
         if claimed < header_len || claimed > have {
             let reason = Reason::BadTotalLength {
                 claimed,
                 available: have,
             };
-            return Err(bytes::err(Layer::Ipv4, reason));
+            return Err(view::err(Layer::Ipv4, reason));
         }
         Ok(())
     }
@@ -451,17 +451,14 @@ impl Repr {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr, ParseError> {
         packet.check_len()?;
         if packet.version() != 4 {
-            return Err(bytes::err(
-                Layer::Ipv4,
-                Reason::BadVersion(packet.version()),
-            ));
+            return Err(view::err(Layer::Ipv4, Reason::BadVersion(packet.version())));
         }
         check_options(packet.options()).map_err(|e| ParseError {
             offset: e.offset + HEADER_LEN,
             ..e
         })?;
         let options = OptionBuf::new(packet.options())
-            .ok_or(bytes::err(Layer::Ipv4, Reason::OptionOverflow))?;
+            .ok_or(view::err(Layer::Ipv4, Reason::OptionOverflow))?;
         Ok(Repr {
             src_addr: packet.src_addr(),
             dst_addr: packet.dst_addr(),

@@ -14,11 +14,11 @@
 //! buffers read zeros and drop writes. Errors carry offset 0 (or, for the walk, the offset in the
 //! walked buffer); the caller adds its base offset.
 
-use crate::bytes::{self, array_at, range, range_mut, set_bytes, set_u16, set_u32};
-use crate::bytes::{set_u8, u16_at, u32_at, u8_at};
 use crate::error::{ParseError, Reason};
 use crate::ip_proto;
 use crate::layout::Layer;
+use crate::view::{self, array_at, range, range_mut, set_bytes, set_u16, set_u32};
+use crate::view::{set_u8, u16_at, u32_at, u8_at};
 use core::net::Ipv6Addr;
 
 /// Byte offsets of the IPv6 fixed header.
@@ -96,14 +96,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// runs past the buffer. The version is checked by [`Repr::parse`].
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Ipv6, HEADER_LEN, have)?;
+        view::need(Layer::Ipv6, HEADER_LEN, have)?;
         let claimed = HEADER_LEN + usize::from(self.payload_len());
         if claimed > have {
             let reason = Reason::BadTotalLength {
                 claimed,
                 available: have,
             };
-            return Err(bytes::err(Layer::Ipv6, reason));
+            return Err(view::err(Layer::Ipv6, reason));
         }
         Ok(())
     }
@@ -262,10 +262,7 @@ impl Repr {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr, ParseError> {
         packet.check_len()?;
         if packet.version() != 6 {
-            return Err(bytes::err(
-                Layer::Ipv6,
-                Reason::BadVersion(packet.version()),
-            ));
+            return Err(view::err(Layer::Ipv6, Reason::BadVersion(packet.version())));
         }
         Ok(Repr {
             src_addr: packet.src_addr(),
@@ -334,9 +331,9 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
     /// than the buffer.
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(EXT_LAYER, EXT_MIN_LEN, have)?;
+        view::need(EXT_LAYER, EXT_MIN_LEN, have)?;
         if self.header_len() > have {
-            return Err(bytes::err(EXT_LAYER, Reason::OptionOverflow));
+            return Err(view::err(EXT_LAYER, Reason::OptionOverflow));
         }
         Ok(())
     }
@@ -492,7 +489,7 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
     /// Checks that the 8 bytes are there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
         let layer = Layer::Ipv6Ext(ip_proto::FRAGMENT);
-        bytes::need(layer, FRAGMENT_LEN, self.buffer.as_ref().len())
+        view::need(layer, FRAGMENT_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.
@@ -641,10 +638,10 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
     pub fn check_len(&self) -> Result<(), ParseError> {
         let layer = Layer::Ipv6Ext(ip_proto::AH);
         let have = self.buffer.as_ref().len();
-        bytes::need(layer, AH_MIN_LEN, have)?;
+        view::need(layer, AH_MIN_LEN, have)?;
         let len = self.header_len();
         if len < AH_MIN_LEN || len > have {
-            return Err(bytes::err(layer, Reason::OptionOverflow));
+            return Err(view::err(layer, Reason::OptionOverflow));
         }
         Ok(())
     }

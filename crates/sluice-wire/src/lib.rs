@@ -15,7 +15,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
-mod bytes;
+pub mod bytes;
 pub mod error;
 pub mod layout;
 
@@ -28,6 +28,7 @@ pub mod ipv6;
 pub mod sctp;
 pub mod tcp;
 pub mod udp;
+mod view;
 pub mod vlan;
 pub mod vxlan;
 

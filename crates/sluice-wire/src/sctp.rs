@@ -5,9 +5,9 @@
 //! succeeds no accessor panics. The CRC32c is computed elsewhere, so [`Repr::emit`] writes it as
 //! zero.
 
-use crate::bytes::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
 use crate::error::ParseError;
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
 
 /// Byte offsets of the SCTP common header.
 mod field {
@@ -44,7 +44,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Checks that the 12-byte common header is there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
-        bytes::need(Layer::Sctp, HEADER_LEN, self.buffer.as_ref().len())
+        view::need(Layer::Sctp, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.

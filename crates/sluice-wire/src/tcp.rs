@@ -6,11 +6,11 @@
 //! zeros and drop writes). The checksum is only exposed as a field: computing it (with the IP
 //! pseudo-header) is the job of `sluice-checksum`, so [`Repr::emit`] writes it as zero.
 
-use crate::bytes::{self, range, range_mut, set_bytes, set_u16, set_u32};
-use crate::bytes::{set_u8, u16_at, u32_at, u8_at};
 use crate::error::{ParseError, Reason};
 use crate::ipv4::OptionBuf;
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_bytes, set_u16, set_u32};
+use crate::view::{set_u8, u16_at, u32_at, u8_at};
 use core::{fmt, ops};
 
 /// Byte offsets of the TCP header.
@@ -397,10 +397,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// below 5 or the header runs past the buffer.
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Tcp, HEADER_LEN, have)?;
+        view::need(Layer::Tcp, HEADER_LEN, have)?;
         let offset = self.data_offset();
         if offset < 5 || self.header_len() > have {
-            return Err(bytes::err(Layer::Tcp, Reason::BadDataOffset(offset)));
+            return Err(view::err(Layer::Tcp, Reason::BadDataOffset(offset)));
         }
         Ok(())
     }
@@ -572,7 +572,7 @@ impl Repr {
             })?;
         }
         let options =
-            Options::new(packet.options()).ok_or(bytes::err(Layer::Tcp, Reason::OptionOverflow))?;
+            Options::new(packet.options()).ok_or(view::err(Layer::Tcp, Reason::OptionOverflow))?;
         Ok(Repr {
             src_port: packet.src_port(),
             dst_port: packet.dst_port(),

@@ -6,9 +6,9 @@
 //! computing it is the job of `sluice-checksum`, so [`Repr::emit`] writes it as zero ("no
 //! checksum" over IPv4; mandatory over IPv6, so fill it in there).
 
-use crate::bytes::{self, range, range_mut, set_u16, u16_at};
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_u16, u16_at};
 
 /// Byte offsets of the UDP header.
 mod field {
@@ -47,10 +47,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// below 8 or beyond the buffer.
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Udp, HEADER_LEN, have)?;
+        view::need(Layer::Udp, HEADER_LEN, have)?;
         let len = self.len();
         if usize::from(len) < HEADER_LEN || usize::from(len) > have {
-            return Err(bytes::err(Layer::Udp, Reason::BadUdpLength(len)));
+            return Err(view::err(Layer::Udp, Reason::BadUdpLength(len)));
         }
         Ok(())
     }

@@ -20,9 +20,9 @@
 //! After [`Tag::new_checked`] succeeds no accessor panics; accessors on an unchecked short buffer
 //! read zeros and drop writes.
 
-use crate::bytes::{self, range, range_mut, set_u16, u16_at};
 use crate::error::{ParseError, Reason};
 use crate::layout::{Layer, VlanTag};
+use crate::view::{self, range, range_mut, set_u16, u16_at};
 
 /// Byte offsets of a tag view (TCI and next type).
 mod field {
@@ -61,7 +61,7 @@ impl<T: AsRef<[u8]>> Tag<T> {
 
     /// Checks that the buffer holds TCI and next type (`Reason::Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
-        bytes::need(Layer::Vlan, HEADER_LEN, self.buffer.as_ref().len())
+        view::need(Layer::Vlan, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.
@@ -202,7 +202,7 @@ impl Repr {
 /// Control-path helper (it moves the frame's bytes). Fails with `Reason::Truncated` when the frame
 /// is shorter than an Ethernet header.
 pub fn push_tag(frame: &mut Vec<u8>, tpid: u16, tci: u16) -> Result<(), ParseError> {
-    bytes::need(Layer::Eth, crate::ethernet::HEADER_LEN, frame.len())?;
+    view::need(Layer::Eth, crate::ethernet::HEADER_LEN, frame.len())?;
     let [t0, t1] = tpid.to_be_bytes();
     let [c0, c1] = tci.to_be_bytes();
     frame.splice(ETHERTYPE_OFFSET..ETHERTYPE_OFFSET, [t0, t1, c0, c1]);

@@ -4,9 +4,9 @@
 //! Ethernet frame follows. [`Packet::new_checked`] guarantees the 8 bytes; after it succeeds no
 //! accessor panics. [`Repr::parse`] also requires the I flag (a VNI is present), as RFC 7348 does.
 
-use crate::bytes::{self, range, range_mut, set_bytes, set_u24, set_u8, u24_at, u8_at};
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_bytes, set_u24, set_u8, u24_at, u8_at};
 
 /// Byte offsets of the VXLAN header.
 mod field {
@@ -47,7 +47,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Checks that the 8-byte header is there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
-        bytes::need(Layer::Vxlan, HEADER_LEN, self.buffer.as_ref().len())
+        view::need(Layer::Vxlan, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.
@@ -110,7 +110,7 @@ impl Repr {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr, ParseError> {
         packet.check_len()?;
         if !packet.vni_valid() {
-            return Err(bytes::err(Layer::Vxlan, Reason::BadField("vxlan I flag")));
+            return Err(view::err(Layer::Vxlan, Reason::BadField("vxlan I flag")));
         }
         Ok(Repr { vni: packet.vni() })
     }

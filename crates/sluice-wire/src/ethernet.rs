@@ -4,7 +4,7 @@
 //! an Ethernet unit is called. [`Frame::new_checked`] guarantees the buffer holds the 14-byte
 //! header; after that no accessor panics. Accessors on a view made with [`Frame::new_unchecked`]
 //! over a short buffer never panic either: reads of missing bytes return zero and writes to them are
-//! dropped, so a too-short buffer yields wrong values, never a crash.
+//! a debug assertion (a caller bug), so a too-short buffer yields wrong values, never a crash in release.
 
 use crate::error::ParseError;
 use crate::layout::Layer;
@@ -253,12 +253,22 @@ mod tests {
     }
 
     #[test]
-    fn unchecked_short_buffer_does_not_panic() {
+    fn unchecked_short_buffer_reads_zero() {
+        let buf = [0xffu8; 3];
+        let frame = Frame::new_unchecked(&buf[..]);
+        assert_eq!(frame.ethertype(), 0);
+        assert!(frame.payload().is_empty());
+    }
+
+    /// A setter out of range (only possible on a short `new_unchecked` buffer) is a caller bug:
+    /// a debug assertion, not a silently dropped write.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "header view write out of range")]
+    fn unchecked_short_buffer_write_is_caught() {
         let mut buf = [0u8; 3];
         let mut frame = Frame::new_unchecked(&mut buf[..]);
         frame.set_ethertype(0x0800);
-        assert_eq!(frame.ethertype(), 0);
-        assert!(frame.payload().is_empty());
     }
 
     proptest! {

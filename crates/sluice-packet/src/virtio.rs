@@ -333,6 +333,33 @@ impl VirtioNetHdr {
         frame: &[u8],
         layout: &Layout,
     ) -> Result<OffloadMeta, VirtioError> {
+        let (gso, tbits, ecn) = self.gso_request(fmt)?;
+        let mut meta = OffloadMeta::from_layout(layout);
+        let gso_level = self.gso_level(&meta, tbits)?;
+        self.check_hdr_len(frame, &meta, gso, gso_level, tbits)?;
+        self.apply_needs_csum(&mut meta, frame.len(), tbits)?;
+        if self.flags & F_DATA_VALID != 0 {
+            // Linux: CHECKSUM_UNNECESSARY, csum_level 1 (inner too) with UDP_TUNNEL_CSUM.
+            meta.rx_checksum_unnecessary(self.flags & F_UDP_TUNNEL_CSUM != 0);
+        }
+        if tbits != 0 && self.flags & F_UDP_TUNNEL_CSUM == 0 {
+            // The outer UDP checksum is not in use: it must be zero in the frame.
+            let o = meta.offsets().outer_l4.map(usize::from).unwrap_or(0);
+            if nonzero16(frame, o + 6) {
+                return Err(VirtioError::TunnelBits(
+                    "outer UDP checksum set without UDP_TUNNEL_CSUM",
+                ));
+            }
+        }
+        meta.set_gso(gso, self.gso_size, ecn)
+            .map_err(|_| VirtioError::GsoSizeZero)?;
+        Ok(meta)
+    }
+
+    /// The flags and GSO type on their own: known flags, a known type, tunnel bits only with
+    /// the 24-byte header and an inner TCP/USO type, ECN only with TCP, a segment size with GSO.
+    /// Returns the GSO type, the tunnel bits and the ECN bit.
+    fn gso_request(&self, fmt: HdrFormat) -> Result<(GsoType, u8, bool), VirtioError> {
         let known = F_NEEDS_CSUM
             | F_DATA_VALID
             | if fmt == HdrFormat::V1HashTunnel {
@@ -386,12 +413,13 @@ impl VirtioNetHdr {
         if gso != GsoType::None && self.gso_size == 0 {
             return Err(VirtioError::GsoSizeZero);
         }
+        Ok((gso, tbits, ecn))
+    }
 
-        let mut meta = OffloadMeta::from_layout(layout);
-        let len = frame.len();
-
-        // Tunnel offsets and the level the GSO type describes.
-        let gso_level = if tbits != 0 {
+    /// Which header stack the GSO type describes (the inner one with tunnel bits), with the
+    /// tunnel offsets checked against the frame.
+    fn gso_level(&self, meta: &OffloadMeta, tbits: u8) -> Result<Level, VirtioError> {
+        if tbits != 0 {
             let udp_tunnel = matches!(meta.tunnel(), Some(TunnelKind::Vxlan | TunnelKind::Geneve));
             let o = meta.offsets();
             let outer_ok = match tbits {
@@ -413,16 +441,28 @@ impl VirtioNetHdr {
                     inner_nh_offset: self.inner_nh_offset,
                 });
             }
-            Level::Inner
+            Ok(Level::Inner)
         } else {
             if self.outer_th_offset != 0 || self.inner_nh_offset != 0 {
                 return Err(VirtioError::TunnelBits(
                     "tunnel offsets without a tunnel GSO type",
                 ));
             }
-            Level::Outer
-        };
+            Ok(Level::Outer)
+        }
+    }
 
+    /// The GSO type matches the headers at `gso_level`, and `hdr_len` covers them and lies
+    /// within the frame.
+    fn check_hdr_len(
+        &self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        gso: GsoType,
+        gso_level: Level,
+        tbits: u8,
+    ) -> Result<(), VirtioError> {
+        let len = frame.len();
         if gso != GsoType::None {
             let l3 = meta.l3_kind(gso_level);
             let l4 = meta.l4_proto(gso_level);
@@ -460,54 +500,49 @@ impl VirtioNetHdr {
                 len,
             });
         }
+        Ok(())
+    }
 
-        if self.flags & F_NEEDS_CSUM != 0 {
-            let end = usize::from(self.csum_start) + usize::from(self.csum_offset) + 2;
-            if end > len {
-                return Err(VirtioError::CsumBeyondFrame {
-                    csum_start: self.csum_start,
-                    csum_offset: self.csum_offset,
-                    len,
-                });
-            }
-            let level = [Level::Inner, Level::Outer]
-                .into_iter()
-                .find(|&l| {
-                    (l == Level::Outer || meta.tunnel().is_some())
-                        && meta.offsets().l4(l) == Some(self.csum_start)
-                })
-                .ok_or(VirtioError::CsumStartNotL4(self.csum_start))?;
-            let proto = meta.l4_proto(level).unwrap_or(0);
-            if l4_csum_field(proto) != Some(self.csum_offset) {
-                return Err(VirtioError::CsumOffsetMismatch {
-                    proto,
-                    csum_offset: self.csum_offset,
-                });
-            }
-            if tbits != 0 && level != Level::Inner {
-                return Err(VirtioError::GsoMismatch(
-                    "UDP tunnel GSO: csum_start must be the inner L4 header",
-                ));
-            }
-            meta.rx_needs_csum(self.csum_start, self.csum_offset)
-                .map_err(|_| VirtioError::CsumStartNotL4(self.csum_start))?;
+    /// `NEEDS_CSUM`: the checksum location must be an L4 header's checksum field (the inner one
+    /// with tunnel bits); it becomes a partial L4 checksum in `meta`.
+    fn apply_needs_csum(
+        &self,
+        meta: &mut OffloadMeta,
+        len: usize,
+        tbits: u8,
+    ) -> Result<(), VirtioError> {
+        if self.flags & F_NEEDS_CSUM == 0 {
+            return Ok(());
         }
-        if self.flags & F_DATA_VALID != 0 {
-            // Linux: CHECKSUM_UNNECESSARY, csum_level 1 (inner too) with UDP_TUNNEL_CSUM.
-            meta.rx_checksum_unnecessary(self.flags & F_UDP_TUNNEL_CSUM != 0);
+        let end = usize::from(self.csum_start) + usize::from(self.csum_offset) + 2;
+        if end > len {
+            return Err(VirtioError::CsumBeyondFrame {
+                csum_start: self.csum_start,
+                csum_offset: self.csum_offset,
+                len,
+            });
         }
-        if tbits != 0 && self.flags & F_UDP_TUNNEL_CSUM == 0 {
-            // The outer UDP checksum is not in use: it must be zero in the frame.
-            let o = meta.offsets().outer_l4.map(usize::from).unwrap_or(0);
-            if nonzero16(frame, o + 6) {
-                return Err(VirtioError::TunnelBits(
-                    "outer UDP checksum set without UDP_TUNNEL_CSUM",
-                ));
-            }
+        let level = [Level::Inner, Level::Outer]
+            .into_iter()
+            .find(|&l| {
+                (l == Level::Outer || meta.tunnel().is_some())
+                    && meta.offsets().l4(l) == Some(self.csum_start)
+            })
+            .ok_or(VirtioError::CsumStartNotL4(self.csum_start))?;
+        let proto = meta.l4_proto(level).unwrap_or(0);
+        if l4_csum_field(proto) != Some(self.csum_offset) {
+            return Err(VirtioError::CsumOffsetMismatch {
+                proto,
+                csum_offset: self.csum_offset,
+            });
         }
-        meta.set_gso(gso, self.gso_size, ecn)
-            .map_err(|_| VirtioError::GsoSizeZero)?;
-        Ok(meta)
+        if tbits != 0 && level != Level::Inner {
+            return Err(VirtioError::GsoMismatch(
+                "UDP tunnel GSO: csum_start must be the inner L4 header",
+            ));
+        }
+        meta.rx_needs_csum(self.csum_start, self.csum_offset)
+            .map_err(|_| VirtioError::CsumStartNotL4(self.csum_start))
     }
 
     /// The header that describes `meta` for `frame`, in format `fmt`: a partial L4 checksum

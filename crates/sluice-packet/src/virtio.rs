@@ -485,7 +485,7 @@ impl VirtioNetHdr {
                     "UDP tunnel GSO needs NEEDS_CSUM on the inner L4",
                 ));
             }
-            let headers = l4_header_end(frame, &meta, gso_level).unwrap_or(usize::MAX);
+            let headers = l4_header_end(frame, meta, gso_level).unwrap_or(usize::MAX);
             if usize::from(self.hdr_len) < headers || usize::from(self.hdr_len) > len {
                 return Err(VirtioError::HdrLen {
                     hdr_len: self.hdr_len,

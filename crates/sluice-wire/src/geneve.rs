@@ -8,6 +8,7 @@
 //! it succeeds no accessor panics. Options that run past the option area are reported by
 //! [`options`] and [`Repr::parse`] as `Reason::GeneveOptionOverflow`.
 
+use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::ipv4::OptionBuf;
 use crate::layout::Layer;
@@ -73,10 +74,10 @@ impl GeneveOption<'_> {
         }
         let len = self.buffer_len();
         let out = buf.get_mut(..len)?;
-        set_u16(out, field::OPT_CLASS, self.class);
-        set_u8(out, field::OPT_TYPE, self.opt_type);
-        set_u8(out, field::OPT_LEN, (self.data.len() / 4) as u8);
-        set_bytes(out, field::OPT_DATA, self.data);
+        set_u16(out, field::OPT_CLASS, self.class).ok()?;
+        set_u8(out, field::OPT_TYPE, self.opt_type).ok()?;
+        set_u8(out, field::OPT_LEN, (self.data.len() / 4) as u8).ok()?;
+        set_bytes(out, field::OPT_DATA, self.data).ok()?;
         Some(len)
     }
 }
@@ -226,41 +227,48 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the version (low 2 bits).
-    pub fn set_version(&mut self, version: u8) {
+    pub fn set_version(&mut self, version: u8) -> Result<(), OutOfRange> {
         let b = (version << 6) | self.opt_len();
-        set_u8(self.buffer.as_mut(), field::VER_OPT_LEN, b);
+        set_u8(self.buffer.as_mut(), field::VER_OPT_LEN, b)?;
+        Ok(())
     }
 
     /// Sets the option length in 4-byte words (low 6 bits).
-    pub fn set_opt_len(&mut self, words: u8) {
+    pub fn set_opt_len(&mut self, words: u8) -> Result<(), OutOfRange> {
         let b = (self.version() << 6) | (words & 0x3f);
-        set_u8(self.buffer.as_mut(), field::VER_OPT_LEN, b);
+        set_u8(self.buffer.as_mut(), field::VER_OPT_LEN, b)?;
+        Ok(())
     }
 
-    fn set_flag(&mut self, flag: u8, on: bool) {
+    fn set_flag(&mut self, flag: u8, on: bool) -> Result<(), OutOfRange> {
         let old = u8_at(self.buffer.as_ref(), field::FLAGS);
         let b = if on { old | flag } else { old & !flag };
-        set_u8(self.buffer.as_mut(), field::FLAGS, b);
+        set_u8(self.buffer.as_mut(), field::FLAGS, b)?;
+        Ok(())
     }
 
     /// Sets the O flag.
-    pub fn set_oam(&mut self, oam: bool) {
-        self.set_flag(FLAG_OAM, oam);
+    pub fn set_oam(&mut self, oam: bool) -> Result<(), OutOfRange> {
+        self.set_flag(FLAG_OAM, oam)?;
+        Ok(())
     }
 
     /// Sets the C flag.
-    pub fn set_critical(&mut self, critical: bool) {
-        self.set_flag(FLAG_CRITICAL, critical);
+    pub fn set_critical(&mut self, critical: bool) -> Result<(), OutOfRange> {
+        self.set_flag(FLAG_CRITICAL, critical)?;
+        Ok(())
     }
 
     /// Sets the protocol type.
-    pub fn set_protocol_type(&mut self, protocol: u16) {
-        set_u16(self.buffer.as_mut(), field::PROTOCOL, protocol);
+    pub fn set_protocol_type(&mut self, protocol: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::PROTOCOL, protocol)?;
+        Ok(())
     }
 
     /// Sets the VNI (low 24 bits).
-    pub fn set_vni(&mut self, vni: u32) {
-        set_u24(self.buffer.as_mut(), field::VNI, vni);
+    pub fn set_vni(&mut self, vni: u32) -> Result<(), OutOfRange> {
+        set_u24(self.buffer.as_mut(), field::VNI, vni)?;
+        Ok(())
     }
 
     /// The option area, mutably.
@@ -334,19 +342,23 @@ impl Repr {
 
     /// Writes the header and options (version 0, reserved bits zero) into `packet`, which must
     /// hold [`Repr::header_len`] bytes. Only the low 24 bits of `vni` are written.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        set_bytes(packet.buffer.as_mut(), 0, &[0; HEADER_LEN]);
-        packet.set_opt_len((self.options.len() / 4) as u8);
-        packet.set_oam(self.oam);
-        packet.set_critical(self.critical);
-        packet.set_protocol_type(self.protocol_type);
-        packet.set_vni(self.vni);
-        set_u8(packet.buffer.as_mut(), field::RESERVED, 0);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+    ) -> Result<(), OutOfRange> {
+        set_bytes(packet.buffer.as_mut(), 0, &[0; HEADER_LEN])?;
+        packet.set_opt_len((self.options.len() / 4) as u8)?;
+        packet.set_oam(self.oam)?;
+        packet.set_critical(self.critical)?;
+        packet.set_protocol_type(self.protocol_type)?;
+        packet.set_vni(self.vni)?;
+        set_u8(packet.buffer.as_mut(), field::RESERVED, 0)?;
         set_bytes(
             packet.buffer.as_mut(),
             field::OPTIONS,
             self.options.as_slice(),
-        );
+        )?;
+        Ok(())
     }
 }
 
@@ -411,7 +423,7 @@ mod tests {
         let mut buf = [0xaau8; 30];
         buf[28..].copy_from_slice(&[0x02, 0x00]);
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        repr().emit(&mut p);
+        repr().emit(&mut p).unwrap();
         assert_eq!(p.payload_mut().len(), 2);
         assert_eq!(buf, PACKET_BYTES);
     }
@@ -420,9 +432,9 @@ mod tests {
     fn setters() {
         let mut buf = PACKET_BYTES;
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        p.set_oam(true);
-        p.set_critical(false);
-        p.set_version(1);
+        p.set_oam(true).unwrap();
+        p.set_critical(false).unwrap();
+        p.set_version(1).unwrap();
         assert!(p.oam() && !p.critical());
         assert_eq!((p.version(), p.opt_len()), (1, 5));
         p.options_mut()[0] = 0;
@@ -493,7 +505,7 @@ mod tests {
             let options = build_options(&opts).unwrap();
             let repr = Repr { oam, critical, protocol_type: proto, vni, options };
             let mut buf = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+            repr.emit(&mut Packet::new_unchecked(&mut buf[..])).unwrap();
             let parsed = Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap();
             prop_assert_eq!(parsed, repr);
             let back: Vec<_> = parsed.options_iter().collect::<Result<_, _>>().unwrap();

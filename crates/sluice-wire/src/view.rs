@@ -35,42 +35,35 @@ pub(crate) fn array_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
     bytes::read_array(b, at).unwrap_or([0; N])
 }
 
-/// A setter's write: in range on every view from `new_checked` (and on every buffer `emit` has
-/// checked); out of range only on a short `new_unchecked` buffer, which is the caller's bug.
+/// Writes `v` at `at`; [`OutOfRange`] on a short `new_unchecked` buffer (a view from
+/// `new_checked` has room for every field its setters write).
 #[inline]
-#[track_caller]
-fn wrote(r: Result<(), OutOfRange>) {
-    debug_assert!(r.is_ok(), "header view write out of range: {r:?}");
+pub(crate) fn set_u8(b: &mut [u8], at: usize, v: u8) -> Result<(), OutOfRange> {
+    bytes::write_u8(b, at, v)
 }
 
-/// Writes `v` at `at` (see [`wrote`]).
+/// Writes `src` at `at`; [`OutOfRange`] when it does not fit.
 #[inline]
-pub(crate) fn set_u8(b: &mut [u8], at: usize, v: u8) {
-    wrote(bytes::write_u8(b, at, v));
+pub(crate) fn set_bytes(b: &mut [u8], at: usize, src: &[u8]) -> Result<(), OutOfRange> {
+    bytes::write_bytes(b, at, src)
 }
 
-/// Writes `src` at `at` (see [`wrote`]).
+/// Writes big-endian `v` at `at`; [`OutOfRange`] when it does not fit.
 #[inline]
-pub(crate) fn set_bytes(b: &mut [u8], at: usize, src: &[u8]) {
-    wrote(bytes::write_bytes(b, at, src));
+pub(crate) fn set_u16(b: &mut [u8], at: usize, v: u16) -> Result<(), OutOfRange> {
+    bytes::write_u16(b, at, v)
 }
 
-/// Writes big-endian `v` at `at` (see [`wrote`]).
+/// Writes the low 24 bits of `v`, big-endian, at `at`; [`OutOfRange`] when they do not fit.
 #[inline]
-pub(crate) fn set_u16(b: &mut [u8], at: usize, v: u16) {
-    wrote(bytes::write_u16(b, at, v));
+pub(crate) fn set_u24(b: &mut [u8], at: usize, v: u32) -> Result<(), OutOfRange> {
+    bytes::write_u24(b, at, v)
 }
 
-/// Writes the low 24 bits of `v`, big-endian, at `at` (see [`wrote`]).
+/// Writes big-endian `v` at `at`; [`OutOfRange`] when it does not fit.
 #[inline]
-pub(crate) fn set_u24(b: &mut [u8], at: usize, v: u32) {
-    wrote(bytes::write_u24(b, at, v));
-}
-
-/// Writes big-endian `v` at `at` (see [`wrote`]).
-#[inline]
-pub(crate) fn set_u32(b: &mut [u8], at: usize, v: u32) {
-    wrote(bytes::write_u32(b, at, v));
+pub(crate) fn set_u32(b: &mut [u8], at: usize, v: u32) -> Result<(), OutOfRange> {
+    bytes::write_u32(b, at, v)
 }
 
 /// `b[r]`, clamped to the buffer.

@@ -113,16 +113,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Header length in bytes: 4, plus 4 for each of C, K and S.
     pub fn header_len(&self) -> usize {
-        let present = [
-            self.checksum_present(),
-            self.key_present(),
-            self.seq_present(),
-        ];
-        HEADER_LEN + 4 * present.iter().filter(|&&p| p).count()
+        HEADER_LEN + 4 * (self.flags() & (FLAG_C | FLAG_K | FLAG_S)).count_ones() as usize
     }
 
-    fn key_offset(&self) -> usize {
-        field::OPTIONAL + if self.checksum_present() { 4 } else { 0 }
+    /// Offset of the key field (when [`Packet::key_present`]): after the checksum field, if any.
+    pub fn key_offset(&self) -> usize {
+        field::OPTIONAL + 4 * usize::from(self.checksum_present())
     }
 
     fn seq_offset(&self) -> usize {

@@ -804,35 +804,29 @@ impl Stack<'_> {
     /// GRE (RFC 2784, RFC 2890): flags and version(2), protocol(2), then checksum+reserved,
     /// key and sequence number (4 bytes each) when their flag is set. GRE is the outer L4.
     fn gre(&mut self, buf: &[u8], off: usize, h: &mut Headers) -> Result<Next, ParseError> {
-        // Raw reads here, not the `gre` view: its key lookup over a variable-length header cost
-        // 3 % more instructions per GRE frame (callgrind, docs/bench/parse.md).
-        let gre = fixed::<4>(buf, off, Layer::Gre)?;
-        let flags = u16::from_be_bytes([gre[0], gre[1]]);
-        if flags & gre::FLAG_R != 0 {
+        let gre = gre::Packet::new_unchecked(fixed::<{ gre::HEADER_LEN }>(buf, off, Layer::Gre)?);
+        if gre.routing_present() {
             return Err(error(Layer::Gre, off, Reason::BadField("gre routing")));
         }
-        if flags & gre::VERSION_MASK != 0 {
+        if gre.version() != 0 {
             return Err(error(Layer::Gre, off, Reason::BadField("gre version")));
         }
-        let checksum = flags & gre::FLAG_C != 0;
-        let key = flags & gre::FLAG_K != 0;
-        let sequence = flags & gre::FLAG_S != 0;
-        let hlen = 4 + 4 * (usize::from(checksum) + usize::from(key) + usize::from(sequence));
+        let hlen = gre.header_len();
         let have = buf.len().saturating_sub(off);
         let header = buf.get(off..off + hlen).ok_or(error(
             Layer::Gre,
             off,
             Reason::Truncated { need: hlen, have },
         ))?;
-        let key_at = if checksum { 8 } else { 4 };
-        let id = match header.get(key_at..).and_then(<[u8]>::first_chunk::<4>) {
-            Some(k) if key => Some(u32::from_be_bytes(*k)),
-            _ => None,
+        let id = if gre.key_present() {
+            crate::bytes::read_u32(header, gre.key_offset())
+        } else {
+            None
         };
         self.record(Layer::Gre, off);
         h.l4 = Some(off);
         h.payload = Some(off + hlen);
-        let proto = u16::from_be_bytes([gre[2], gre[3]]);
+        let proto = gre.protocol_type();
         let tunnel = Tunnel {
             kind: TunnelKind::Gre,
             offset: off,

@@ -126,6 +126,21 @@ impl<'a> Iterator for OptionIter<'a> {
     }
 }
 
+/// Whether the option TLVs fill `bytes` exactly (the rule of [`options`]: each option's 4-byte
+/// header and data within `bytes`, the reserved length bits ignored). The parser's check, without
+/// building the items.
+#[inline]
+pub fn options_fit(mut bytes: &[u8]) -> bool {
+    while let Some(header) = bytes.first_chunk::<{ field::OPT_DATA }>() {
+        let len = field::OPT_DATA + usize::from(header[field::OPT_LEN] & 0x1f) * 4;
+        match bytes.get(len..) {
+            Some(rest) => bytes = rest,
+            None => return false,
+        }
+    }
+    bytes.is_empty()
+}
+
 /// Encodes `opts` into an option area; `None` when one is malformed (see [`GeneveOption::emit`])
 /// or they need more than 252 bytes.
 pub fn build_options(opts: &[GeneveOption<'_>]) -> Option<Options> {
@@ -367,6 +382,36 @@ mod tests {
     use super::*;
     use crate::ethertype;
     use proptest::prelude::*;
+
+    /// The parser's check agrees with the option iterator on every option area made of 0–3
+    /// options of 0–2 data words, cut or extended by a few bytes.
+    #[test]
+    fn options_fit_agrees_with_the_iterator() {
+        let mut areas = vec![vec![]];
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for a in &areas {
+                for words in 0..3u8 {
+                    let mut t = a.clone();
+                    t.extend_from_slice(&[0x01, 0x02, 0x80, words | 0xe0]);
+                    t.extend(std::iter::repeat_n(0xaa, usize::from(words) * 4));
+                    next.push(t);
+                }
+            }
+            areas.extend(next);
+        }
+        for a in &areas {
+            for cut in 0..a.len().min(6) {
+                let b = &a[..a.len() - cut];
+                assert_eq!(options_fit(b), options(b).all(|o| o.is_ok()), "{b:?}");
+            }
+            let mut longer = a.clone();
+            longer.extend_from_slice(&[0, 0]);
+            assert_eq!(options_fit(&longer), options(&longer).all(|o| o.is_ok()));
+            assert!(options_fit(a));
+        }
+        assert!(!options_fit(&[0, 1, 2, 1]));
+    }
 
     /// Geneve carrying Ethernet, VNI 0x123456, C flag, two options (20 bytes, opt_len 5):
     /// class 0x0102 type 0x80 (critical) with 4 data bytes, class 0xffff type 0x01 with 8, then

@@ -131,7 +131,38 @@ pub fn options(bytes: &[u8]) -> Options<'_> {
 
 /// Checks that `bytes` is a well-formed sequence of option TLVs (see [`options`]).
 pub fn check_options(bytes: &[u8]) -> Result<(), ParseError> {
-    options(bytes).try_for_each(|o| o.map(drop))
+    match options_overrun(bytes) {
+        None => Ok(()),
+        Some(offset) => Err(ParseError {
+            layer: Layer::Ipv4,
+            offset,
+            reason: Reason::OptionOverflow,
+        }),
+    }
+}
+
+/// The offset in `bytes` of the first option TLV that overruns it (its length byte missing,
+/// below 2, or past the end), or `None` when they fit: EOL (0) ends the list, NOP (1) is one
+/// byte, any other option is type, length (counting both), data. The parser's check; the same
+/// rule as [`options`], without building the items.
+#[inline]
+pub fn options_overrun(bytes: &[u8]) -> Option<usize> {
+    let mut rest = bytes;
+    while let Some((&kind, after_kind)) = rest.split_first() {
+        let at = bytes.len() - rest.len();
+        match kind {
+            option_kind::END => return None,
+            option_kind::NOP => rest = after_kind,
+            _ => match after_kind.first() {
+                Some(&len) if len >= 2 => match rest.get(usize::from(len)..) {
+                    Some(after) => rest = after,
+                    None => return Some(at),
+                },
+                _ => return Some(at),
+            },
+        }
+    }
+    None
 }
 
 impl<'a> Iterator for Options<'a> {
@@ -539,6 +570,31 @@ mod tests {
     use super::*;
     use crate::ip_proto;
     use proptest::prelude::*;
+
+    /// The parser's walker agrees with the option iterator, offset included, on every string
+    /// over a small alphabet of kinds and lengths (up to 4 bytes).
+    #[test]
+    fn options_overrun_agrees_with_the_iterator() {
+        let alphabet = [0u8, 1, 2, 3, 4, 7, 0x94];
+        let mut strings = vec![vec![]];
+        for len in 1..=4 {
+            let mut next = Vec::new();
+            for s in strings.iter().filter(|s| s.len() == len - 1) {
+                for &b in &alphabet {
+                    let mut t = s.clone();
+                    t.push(b);
+                    next.push(t);
+                }
+            }
+            strings.extend(next);
+        }
+        for s in &strings {
+            let from_iter = options(s).find_map(Result::err).map(|e| e.offset);
+            assert_eq!(options_overrun(s), from_iter, "{s:?}");
+        }
+        assert_eq!(options_overrun(&[1, 1, 7, 3]), Some(2));
+        assert_eq!(options_overrun(&[0, 7]), None);
+    }
 
     /// RFC 1071 checksum over `data` (test-only; the real one lives in `sluice-checksum`).
     fn checksum(data: &[u8]) -> u16 {

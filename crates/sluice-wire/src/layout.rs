@@ -577,7 +577,7 @@ impl Stack<'_> {
             return Err(error(Layer::Ipv4, off, reason));
         }
         let options = buf.get(off + ipv4::HEADER_LEN..off + hlen).unwrap_or(&[]);
-        if !ipv4_options_ok(options) {
+        if ipv4::options_overrun(options).is_some() {
             return Err(error(Layer::Ipv4, off, Reason::OptionOverflow));
         }
         self.record(Layer::Ipv4, off);
@@ -776,13 +776,10 @@ impl Stack<'_> {
         }
         let hlen = gn.header_len();
         let overflow = error(Layer::Geneve, off, Reason::GeneveOptionOverflow);
-        let mut options = buf.get(off + 8..off + hlen).ok_or(overflow)?;
-        while let Some(option) = options.first_chunk::<4>() {
-            // Class(2) type(1) reserved(3 bits) length(5 bits, in 4-byte words, excluding header).
-            let len = 4 + usize::from(option[3] & 0x1f) * 4;
-            options = options.get(len..).ok_or(overflow)?;
-        }
-        if !options.is_empty() {
+        let options = buf
+            .get(off + geneve::HEADER_LEN..off + hlen)
+            .ok_or(overflow)?;
+        if !geneve::options_fit(options) {
             return Err(overflow);
         }
         self.record(Layer::Geneve, off);
@@ -854,25 +851,6 @@ fn inner_start(proto: u16, off: usize, end: usize) -> Option<(Start, usize)> {
 fn is_ipv6_ext(proto: u8) -> bool {
     use crate::ip_proto::{AH, DSTOPTS, FRAGMENT, HOPOPTS, ROUTING};
     matches!(proto, HOPOPTS | ROUTING | DSTOPTS | FRAGMENT | AH)
-}
-
-/// Whether the IPv4 option TLVs fill `options` without overrunning it: EOL (0) ends the list,
-/// NOP (1) is one byte, any other option is type, length (≥ 2, counting both), data.
-fn ipv4_options_ok(mut options: &[u8]) -> bool {
-    while let Some((&kind, rest)) = options.split_first() {
-        match kind {
-            0 => return true,
-            1 => options = rest,
-            _ => match rest.first() {
-                Some(&len) if len >= 2 => match options.get(usize::from(len)..) {
-                    Some(after) => options = after,
-                    None => return false,
-                },
-                _ => return false,
-            },
-        }
-    }
-    true
 }
 
 /// The `N` bytes at `off`, or a `Truncated` error for `layer` at `off`.

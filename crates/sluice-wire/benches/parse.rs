@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo bench -p sluice-wire --bench parse`. `BENCH_BINARY profile NAME ITERS` parses
 //! frame NAME (or every frame for `mix8`) ITERS times without criterion, for instruction counts
-//! under callgrind (see `docs/bench/parse.md`).
+//! under callgrind (`bench/callgrind_counts.sh parse`).
 // `criterion_group!` defines an undocumented `pub fn`.
 #![allow(missing_docs)]
 

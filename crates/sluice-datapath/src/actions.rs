@@ -459,6 +459,23 @@ enum Outer {
 }
 
 impl Outer {
+    /// The outer addresses of `e`, checked: one address family, and a VNI that fits 24 bits
+    /// (VXLAN, Geneve).
+    fn of(e: &Encap) -> Result<Outer, ActionError> {
+        let outer = match (e.src, e.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Outer::V4(s.octets(), d.octets()),
+            (IpAddr::V6(s), IpAddr::V6(d)) => Outer::V6(s.octets(), d.octets()),
+            (src, dst) => return Err(ActionError::AddressFamilyMismatch { src, dst }),
+        };
+        if e.kind != TunnelKind::Gre && e.id > 0x00ff_ffff {
+            return Err(ActionError::IdOutOfRange {
+                kind: e.kind,
+                id: e.id,
+            });
+        }
+        Ok(outer)
+    }
+
     fn ip_len(self) -> usize {
         match self {
             Outer::V4(..) => 20,
@@ -527,17 +544,7 @@ fn encap(
     if meta.tunnel().is_some() {
         return Err(ActionError::AlreadyTunnelled);
     }
-    let outer = match (e.src, e.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => Outer::V4(s.octets(), d.octets()),
-        (IpAddr::V6(s), IpAddr::V6(d)) => Outer::V6(s.octets(), d.octets()),
-        (src, dst) => return Err(ActionError::AddressFamilyMismatch { src, dst }),
-    };
-    if e.kind != TunnelKind::Gre && e.id > 0x00ff_ffff {
-        return Err(ActionError::IdOutOfRange {
-            kind: e.kind,
-            id: e.id,
-        });
-    }
+    let outer = Outer::of(e)?;
     let frame = pkt.frame();
     if frame.len() < ETH_LEN {
         return Err(too_short("encap", ETH_LEN, frame.len()));
@@ -578,9 +585,10 @@ fn encap(
     let mut hdr = [0u8; MAX_ENCAP];
     let h = hdr.get_mut(..pushed).ok_or(ActionError::Missing("room"))?;
     // Ethernet: the inner frame's addresses (the switch has no ARP or neighbour table).
-    if let (Some(dst), Some(src)) = (h.get_mut(..12), frame.get(..12)) {
-        dst.copy_from_slice(src);
-    }
+    let macs = frame
+        .get(..12)
+        .ok_or(too_short("encap", ETH_LEN, frame.len()))?;
+    put(h, 0, macs)?;
     let et = match outer {
         Outer::V4(..) => ethertype::IPV4,
         Outer::V6(..) => ethertype::IPV6,
@@ -590,30 +598,7 @@ fn encap(
     let sport = src_port_from_hash(inner_flow_hash(frame, &layout));
     write_tunnel_header(h, l4, e, sport, tunnel_dst_port(cfg, e.kind), l4_len16)?;
 
-    // The outer UDP checksum. A zero UDP checksum over IPv6 is only allowed for tunnels by RFC
-    // 6935 when configured; like Linux by default (udp6zerocsumtx off), compute it.
-    let l4_csum = match e.kind {
-        TunnelKind::Gre => TunnelCsum::None,
-        _ if !e.udp_csum && matches!(outer, Outer::V4(..)) => TunnelCsum::None,
-        _ => {
-            // The inner packet is not final (segmented later, or a checksum the device fills):
-            // seed the pseudo-header sum and leave the outer checksum to transmit preparation.
-            let not_final = meta.gso_type() != GsoType::None
-                || meta.status(Slot::OuterIp) == CsumStatus::Partial
-                || meta.status(Slot::OuterL4) == CsumStatus::Partial;
-            let ph = outer.pseudo(ip_proto::UDP, l4_len16);
-            if not_final {
-                put(h, l4 + 6, &ph.to_be_bytes())?;
-                TunnelCsum::Partial
-            } else {
-                let s = h.get(l4..).map_or(ph, |u| sum_from(ph, u));
-                let c = !sum_from(s, frame);
-                let c = if c == 0 { 0xffff } else { c };
-                put(h, l4 + 6, &c.to_be_bytes())?;
-                TunnelCsum::Good
-            }
-        }
-    };
+    let l4_csum = outer_udp_checksum(h, l4, e, outer, &meta, frame, l4_len16)?;
 
     let as_u16 = |v: usize| u16::try_from(v).unwrap_or(u16::MAX);
     meta.encapsulate(&MetaEncap {
@@ -637,6 +622,40 @@ fn encap(
     pkt.push(pushed).copy_from_slice(h);
     pkt.meta = meta;
     Ok(())
+}
+
+/// Writes the outer UDP checksum of the headers `h` (UDP at `l4`) over the inner `frame`, and
+/// returns its status. A zero UDP checksum over IPv6 is only allowed for tunnels by RFC 6935
+/// when configured; like Linux by default (udp6zerocsumtx off), it is computed.
+fn outer_udp_checksum(
+    h: &mut [u8],
+    l4: usize,
+    e: &Encap,
+    outer: Outer,
+    meta: &OffloadMeta,
+    frame: &[u8],
+    l4_len: u16,
+) -> Result<TunnelCsum, ActionError> {
+    match e.kind {
+        TunnelKind::Gre => return Ok(TunnelCsum::None),
+        _ if !e.udp_csum && matches!(outer, Outer::V4(..)) => return Ok(TunnelCsum::None),
+        _ => {}
+    }
+    // The inner packet is not final (segmented later, or a checksum the device fills): seed
+    // the pseudo-header sum and leave the outer checksum to transmit preparation.
+    let not_final = meta.gso_type() != GsoType::None
+        || meta.status(Slot::OuterIp) == CsumStatus::Partial
+        || meta.status(Slot::OuterL4) == CsumStatus::Partial;
+    let ph = outer.pseudo(ip_proto::UDP, l4_len);
+    if not_final {
+        put(h, l4 + 6, &ph.to_be_bytes())?;
+        return Ok(TunnelCsum::Partial);
+    }
+    let s = h.get(l4..).map_or(ph, |u| sum_from(ph, u));
+    let c = !sum_from(s, frame);
+    let c = if c == 0 { 0xffff } else { c };
+    put(h, l4 + 6, &c.to_be_bytes())?;
+    Ok(TunnelCsum::Good)
 }
 
 /// Writes the tunnel header at `l4` of `h`: the outer UDP header (checksum 0 for now) and

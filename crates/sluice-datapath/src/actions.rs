@@ -41,6 +41,7 @@ use sluice_coverage::counter;
 use sluice_flow::{Action, Encap};
 use sluice_packet::meta::{Encap as MetaEncap, TunnelCsum};
 use sluice_packet::{rewrite, verify, CsumStatus, GsoType, Level, OffloadMeta, Slot};
+use sluice_wire::bytes::{read_u16, write_bytes};
 use sluice_wire::{
     ethertype, ip_proto, L3Kind, Layout, ParseConfig, TunnelKind, GENEVE_PORT, MAX_VLAN_DEPTH,
     VXLAN_PORT,
@@ -296,18 +297,11 @@ fn too_short(action: &'static str, need: usize, have: usize) -> ActionError {
     ActionError::TooShort { action, need, have }
 }
 
-fn be16(frame: &[u8], at: usize) -> Option<u16> {
-    match frame.get(at..at + 2) {
-        Some(&[a, b]) => Some(u16::from_be_bytes([a, b])),
-        _ => None,
-    }
-}
-
 /// Number of VLAN tags after the MAC addresses (counting stops past [`MAX_VLAN_DEPTH`]).
 fn tag_depth(frame: &[u8]) -> usize {
     let mut n = 0;
     while n <= MAX_VLAN_DEPTH {
-        match be16(frame, ETHERTYPE_AT + TAG_LEN * n) {
+        match read_u16(frame, ETHERTYPE_AT + TAG_LEN * n) {
             Some(t) if ethertype::is_vlan_tpid(t) => n += 1,
             _ => break,
         }
@@ -349,7 +343,7 @@ fn push_vlan(
 
 fn pop_vlan(pkt: &mut PacketBuf, mut meta: OffloadMeta) -> Result<(), ActionError> {
     let frame = pkt.frame();
-    match be16(frame, ETHERTYPE_AT) {
+    match read_u16(frame, ETHERTYPE_AT) {
         Some(t) if ethertype::is_vlan_tpid(t) => {}
         Some(_) => return Err(ActionError::NoVlanTag),
         None => return Err(too_short("pop_vlan", ETH_LEN, frame.len())),
@@ -472,6 +466,23 @@ enum Outer {
 }
 
 impl Outer {
+    /// The outer addresses of `e`, checked: one address family, and a VNI that fits 24 bits
+    /// (VXLAN, Geneve).
+    fn of(e: &Encap) -> Result<Outer, ActionError> {
+        let outer = match (e.src, e.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Outer::V4(s.octets(), d.octets()),
+            (IpAddr::V6(s), IpAddr::V6(d)) => Outer::V6(s.octets(), d.octets()),
+            (src, dst) => return Err(ActionError::AddressFamilyMismatch { src, dst }),
+        };
+        if e.kind != TunnelKind::Gre && e.id > 0x00ff_ffff {
+            return Err(ActionError::IdOutOfRange {
+                kind: e.kind,
+                id: e.id,
+            });
+        }
+        Ok(outer)
+    }
+
     fn ip_len(self) -> usize {
         match self {
             Outer::V4(..) => 20,
@@ -483,6 +494,42 @@ impl Outer {
         match self {
             Outer::V4(..) => L3Kind::Ipv4,
             Outer::V6(..) => L3Kind::Ipv6,
+        }
+    }
+
+    /// Writes the outer IP header at `l3` of `h`: `total` bytes of IP packet (IPv4) or
+    /// `payload` bytes after the fixed header (IPv6), with the IPv4 header checksum.
+    fn write_ip(
+        self,
+        h: &mut [u8],
+        l3: usize,
+        l4_proto: u8,
+        total: usize,
+        payload: u16,
+    ) -> Result<(), ActionError> {
+        match self {
+            Outer::V4(s, d) => {
+                let [t0, t1] = u16::try_from(total).unwrap_or(u16::MAX).to_be_bytes();
+                // Version/IHL, TOS, total length, ID 0, DF, TTL, protocol, checksum 0 for now.
+                put(
+                    h,
+                    l3,
+                    &[0x45, 0, t0, t1, 0, 0, 0x40, 0, OUTER_TTL, l4_proto, 0, 0],
+                )?;
+                put(h, l3 + 12, &s)?;
+                put(h, l3 + 16, &d)?;
+                let c = h
+                    .get(l3..l3 + 20)
+                    .map(sluice_checksum::checksum)
+                    .unwrap_or(0);
+                put(h, l3 + 10, &c.to_be_bytes())
+            }
+            Outer::V6(s, d) => {
+                let [p0, p1] = payload.to_be_bytes();
+                put(h, l3, &[0x60, 0, 0, 0, p0, p1, l4_proto, OUTER_TTL])?;
+                put(h, l3 + 8, &s)?;
+                put(h, l3 + 24, &d)
+            }
         }
     }
 
@@ -504,17 +551,7 @@ fn encap(
     if meta.tunnel().is_some() {
         return Err(ActionError::AlreadyTunnelled);
     }
-    let outer = match (e.src, e.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => Outer::V4(s.octets(), d.octets()),
-        (IpAddr::V6(s), IpAddr::V6(d)) => Outer::V6(s.octets(), d.octets()),
-        (src, dst) => return Err(ActionError::AddressFamilyMismatch { src, dst }),
-    };
-    if e.kind != TunnelKind::Gre && e.id > 0x00ff_ffff {
-        return Err(ActionError::IdOutOfRange {
-            kind: e.kind,
-            id: e.id,
-        });
-    }
+    let outer = Outer::of(e)?;
     let frame = pkt.frame();
     if frame.len() < ETH_LEN {
         return Err(too_short("encap", ETH_LEN, frame.len()));
@@ -555,89 +592,20 @@ fn encap(
     let mut hdr = [0u8; MAX_ENCAP];
     let h = hdr.get_mut(..pushed).ok_or(ActionError::Missing("room"))?;
     // Ethernet: the inner frame's addresses (the switch has no ARP or neighbour table).
-    if let (Some(dst), Some(src)) = (h.get_mut(..12), frame.get(..12)) {
-        dst.copy_from_slice(src);
-    }
+    let macs = frame
+        .get(..12)
+        .ok_or(too_short("encap", ETH_LEN, frame.len()))?;
+    put(h, 0, macs)?;
     let et = match outer {
         Outer::V4(..) => ethertype::IPV4,
         Outer::V6(..) => ethertype::IPV6,
     };
-    put(h, 12, &et.to_be_bytes());
-    // IP.
-    match outer {
-        Outer::V4(s, d) => {
-            let total = u16::try_from(ip_len + l4_len).unwrap_or(u16::MAX);
-            let [t0, t1] = total.to_be_bytes();
-            // Version/IHL, TOS, total length, ID 0, DF, TTL, protocol, checksum 0 for now.
-            put(
-                h,
-                l3,
-                &[0x45, 0, t0, t1, 0, 0, 0x40, 0, OUTER_TTL, l4_proto, 0, 0],
-            );
-            put(h, l3 + 12, &s);
-            put(h, l3 + 16, &d);
-            let c = h
-                .get(l3..l3 + 20)
-                .map(sluice_checksum::checksum)
-                .unwrap_or(0);
-            put(h, l3 + 10, &c.to_be_bytes());
-        }
-        Outer::V6(s, d) => {
-            let [p0, p1] = l4_len16.to_be_bytes();
-            put(h, l3, &[0x60, 0, 0, 0, p0, p1, l4_proto, OUTER_TTL]);
-            put(h, l3 + 8, &s);
-            put(h, l3 + 24, &d);
-        }
-    }
-    // Tunnel headers.
-    let vni = (e.id << 8).to_be_bytes();
-    let teb = ethertype::TEB.to_be_bytes();
-    match e.kind {
-        TunnelKind::Vxlan | TunnelKind::Geneve => {
-            let sport = src_port_from_hash(inner_flow_hash(frame, &layout));
-            put(h, l4, &sport.to_be_bytes());
-            put(h, l4 + 2, &tunnel_dst_port(cfg, e.kind).to_be_bytes());
-            put(h, l4 + 4, &l4_len16.to_be_bytes());
-            if e.kind == TunnelKind::Vxlan {
-                // Flags: I (VNI valid); VNI in bytes 4..7.
-                put(h, l4 + 8, &[0x08, 0, 0, 0]);
-            } else {
-                // Version 0, no options, O and C clear, protocol: Ethernet.
-                put(h, l4 + 8, &[0, 0, teb[0], teb[1]]);
-            }
-            put(h, l4 + 12, &vni);
-        }
-        TunnelKind::Gre => {
-            // RFC 2890: K bit, version 0, protocol: Ethernet, key.
-            put(h, l4, &[0x20, 0, teb[0], teb[1]]);
-            put(h, l4 + 4, &e.id.to_be_bytes());
-        }
-    }
+    put(h, 12, &et.to_be_bytes())?;
+    outer.write_ip(h, l3, l4_proto, ip_len + l4_len, l4_len16)?;
+    let sport = src_port_from_hash(inner_flow_hash(frame, &layout));
+    write_tunnel_header(h, l4, e, sport, tunnel_dst_port(cfg, e.kind), l4_len16)?;
 
-    // The outer UDP checksum. A zero UDP checksum over IPv6 is only allowed for tunnels by RFC
-    // 6935 when configured; like Linux by default (udp6zerocsumtx off), compute it.
-    let l4_csum = match e.kind {
-        TunnelKind::Gre => TunnelCsum::None,
-        _ if !e.udp_csum && matches!(outer, Outer::V4(..)) => TunnelCsum::None,
-        _ => {
-            // The inner packet is not final (segmented later, or a checksum the device fills):
-            // seed the pseudo-header sum and leave the outer checksum to transmit preparation.
-            let not_final = meta.gso_type() != GsoType::None
-                || meta.status(Slot::OuterIp) == CsumStatus::Partial
-                || meta.status(Slot::OuterL4) == CsumStatus::Partial;
-            let ph = outer.pseudo(ip_proto::UDP, l4_len16);
-            if not_final {
-                put(h, l4 + 6, &ph.to_be_bytes());
-                TunnelCsum::Partial
-            } else {
-                let s = h.get(l4..).map_or(ph, |u| sum_from(ph, u));
-                let c = !sum_from(s, frame);
-                let c = if c == 0 { 0xffff } else { c };
-                put(h, l4 + 6, &c.to_be_bytes());
-                TunnelCsum::Good
-            }
-        }
-    };
+    let l4_csum = outer_udp_checksum(h, l4, e, outer, &meta, frame, l4_len16)?;
 
     let as_u16 = |v: usize| u16::try_from(v).unwrap_or(u16::MAX);
     meta.encapsulate(&MetaEncap {
@@ -663,11 +631,78 @@ fn encap(
     Ok(())
 }
 
-/// Copies `src` into `buf` at `at` (callers stay within the header array they sized).
-fn put(buf: &mut [u8], at: usize, src: &[u8]) {
-    if let Some(d) = buf.get_mut(at..at + src.len()) {
-        d.copy_from_slice(src);
+/// Writes the outer UDP checksum of the headers `h` (UDP at `l4`) over the inner `frame`, and
+/// returns its status. A zero UDP checksum over IPv6 is only allowed for tunnels by RFC 6935
+/// when configured; like Linux by default (udp6zerocsumtx off), it is computed.
+fn outer_udp_checksum(
+    h: &mut [u8],
+    l4: usize,
+    e: &Encap,
+    outer: Outer,
+    meta: &OffloadMeta,
+    frame: &[u8],
+    l4_len: u16,
+) -> Result<TunnelCsum, ActionError> {
+    match e.kind {
+        TunnelKind::Gre => return Ok(TunnelCsum::None),
+        _ if !e.udp_csum && matches!(outer, Outer::V4(..)) => return Ok(TunnelCsum::None),
+        _ => {}
     }
+    // The inner packet is not final (segmented later, or a checksum the device fills): seed
+    // the pseudo-header sum and leave the outer checksum to transmit preparation.
+    let not_final = meta.gso_type() != GsoType::None
+        || meta.status(Slot::OuterIp) == CsumStatus::Partial
+        || meta.status(Slot::OuterL4) == CsumStatus::Partial;
+    let ph = outer.pseudo(ip_proto::UDP, l4_len);
+    if not_final {
+        put(h, l4 + 6, &ph.to_be_bytes())?;
+        return Ok(TunnelCsum::Partial);
+    }
+    let s = h.get(l4..).map_or(ph, |u| sum_from(ph, u));
+    let c = !sum_from(s, frame);
+    let c = if c == 0 { 0xffff } else { c };
+    put(h, l4 + 6, &c.to_be_bytes())?;
+    Ok(TunnelCsum::Good)
+}
+
+/// Writes the tunnel header at `l4` of `h`: the outer UDP header (checksum 0 for now) and
+/// VXLAN or Geneve, or GRE with its key.
+fn write_tunnel_header(
+    h: &mut [u8],
+    l4: usize,
+    e: &Encap,
+    sport: u16,
+    dport: u16,
+    l4_len: u16,
+) -> Result<(), ActionError> {
+    let vni = (e.id << 8).to_be_bytes();
+    let teb = ethertype::TEB.to_be_bytes();
+    match e.kind {
+        TunnelKind::Vxlan | TunnelKind::Geneve => {
+            put(h, l4, &sport.to_be_bytes())?;
+            put(h, l4 + 2, &dport.to_be_bytes())?;
+            put(h, l4 + 4, &l4_len.to_be_bytes())?;
+            if e.kind == TunnelKind::Vxlan {
+                // Flags: I (VNI valid); VNI in bytes 4..7.
+                put(h, l4 + 8, &[0x08, 0, 0, 0])?;
+            } else {
+                // Version 0, no options, O and C clear, protocol: Ethernet.
+                put(h, l4 + 8, &[0, 0, teb[0], teb[1]])?;
+            }
+            put(h, l4 + 12, &vni)
+        }
+        TunnelKind::Gre => {
+            // RFC 2890: K bit, version 0, protocol: Ethernet, key.
+            put(h, l4, &[0x20, 0, teb[0], teb[1]])?;
+            put(h, l4 + 4, &e.id.to_be_bytes())
+        }
+    }
+}
+
+/// Copies `src` into the outer-header array `buf` at `at`. The callers size the array for the
+/// headers they write, so an out-of-range write is a bug: an error, never dropped.
+fn put(buf: &mut [u8], at: usize, src: &[u8]) -> Result<(), ActionError> {
+    write_bytes(buf, at, src).map_err(|_| ActionError::Missing("room for the outer headers"))
 }
 
 // ---- decapsulation ----
@@ -687,7 +722,7 @@ fn decap(pkt: &mut PacketBuf, mut meta: OffloadMeta, cfg: &ParseConfig) -> Resul
     let frame = pkt.frame();
     if kind == TunnelKind::Gre {
         let gre = usize::from(o.outer_l4.ok_or(ActionError::Missing("GRE"))?);
-        if be16(frame, gre + 2) != Some(ethertype::TEB) {
+        if read_u16(frame, gre + 2) != Some(ethertype::TEB) {
             return Err(ActionError::NotEthernet { kind });
         }
     }

@@ -42,7 +42,8 @@
 use core::ops::Range;
 use sluice_checksum::{pseudo, Accumulator};
 use sluice_packet::{CsumStatus, GsoType};
-use sluice_wire::{ip_proto, L3Kind, Layer, Layout, TunnelKind};
+use sluice_wire::bytes::{read_array, read_u16, read_u32, write_u16, write_u32, OutOfRange};
+use sluice_wire::{ip_proto, Headers, L3Kind, Layer, Layout, Tunnel, TunnelKind};
 
 /// Linux's `UDP_MAX_SEGMENTS`: the most segments one USO packet may produce.
 pub const USO_MAX_SEGMENTS: u16 = 128;
@@ -227,6 +228,9 @@ pub enum GsoError {
         /// The header length.
         len: usize,
     },
+    /// A segment header field fell outside the header prefix: the layout does not describe the
+    /// frame in a way the checks caught. Nothing was written for the packet.
+    HeaderWrite(OutOfRange),
 }
 
 impl GsoError {
@@ -243,6 +247,7 @@ impl GsoError {
             GsoError::TooLarge { .. } => "gso_too_large",
             GsoError::FixedIdWithoutDf => "gso_fixed_id_without_df",
             GsoError::HeadersTooLong { .. } => "gso_headers_too_long",
+            GsoError::HeaderWrite(_) => "gso_header_write",
         }
     }
 }
@@ -272,6 +277,7 @@ impl core::fmt::Display for GsoError {
             GsoError::HeadersTooLong { len } => {
                 write!(f, "header prefix of {len} bytes exceeds {MAX_HEADER_LEN}")
             }
+            GsoError::HeaderWrite(e) => write!(f, "segment header write: {e}"),
         }
     }
 }
@@ -345,6 +351,14 @@ impl GsoOutput {
     /// Segment `i` with its metadata.
     pub fn segment(&self, i: usize) -> Option<&Segment> {
         self.segs.get(i)
+    }
+
+    /// Drops what was appended after `marks` (arena length, segment count) and turns a header
+    /// write error into the [`GsoError`] the caller returns: on error nothing is appended.
+    fn undo(&mut self, (arena, segs): (usize, usize), e: OutOfRange) -> GsoError {
+        self.arena.truncate(arena);
+        self.segs.truncate(segs);
+        GsoError::HeaderWrite(e)
     }
 
     /// Every segment's bytes, in order.
@@ -460,17 +474,9 @@ pub fn segment(
     out.arena
         .reserve(plan.hdr_len * plan.nseg + plan.payload.len() + 16 * plan.nseg);
     out.segs.reserve(plan.nseg);
-    let meta = plan.segment_meta();
-    for i in 0..plan.nseg {
-        let start = out.arena.len();
-        let payload = plan.emit_header(frame, i, &mut out.arena);
-        out.arena
-            .extend_from_slice(frame.get(payload).unwrap_or(&[]));
-        out.segs.push(Segment {
-            range: start..out.arena.len(),
-            meta,
-        });
-    }
+    let marks = (out.arena.len(), out.segs.len());
+    plan.emit_contiguous(frame, 0..plan.nseg, out)
+        .map_err(|e| out.undo(marks, e))?;
     Ok(plan.nseg)
 }
 
@@ -485,10 +491,18 @@ pub fn segment_zero_copy(
     let plan = Plan::new(frame, layout, params)?;
     out.headers.reserve((plan.hdr_len + 16) * plan.nseg);
     out.segs.reserve(plan.nseg);
+    let marks = (out.headers.len(), out.segs.len());
     let meta = plan.segment_meta();
     for i in 0..plan.nseg {
         let start = out.headers.len();
-        let payload = plan.emit_header(frame, i, &mut out.headers);
+        let payload = match plan.emit_header(frame, i, &mut out.headers) {
+            Ok(payload) => payload,
+            Err(e) => {
+                out.headers.truncate(marks.0);
+                out.segs.truncate(marks.1);
+                return Err(GsoError::HeaderWrite(e));
+            }
+        };
         out.segs.push(ZeroCopySegment {
             header: start..out.headers.len(),
             payload,
@@ -520,7 +534,7 @@ pub fn segment_partial(
     if whole < 2 {
         return segment(frame, layout, params, out);
     }
-    let segs_mark = out.segs.len();
+    let marks = (out.arena.len(), out.segs.len());
     let mut big = plan.clone();
     // The device fills the inner L4 checksum; an outer tunnel checksum must then be computed
     // by cancellation.
@@ -533,7 +547,8 @@ pub fn segment_partial(
     let start = out.arena.len();
     // With `PerSegment` this is segment 0's header: lengths and checksums as for one
     // `segment_size` segment.
-    big.emit_header(frame, 0, &mut out.arena);
+    big.emit_header(frame, 0, &mut out.arena)
+        .map_err(|e| out.undo(marks, e))?;
     if let Some(L4Fix::Tcp { off, flags, .. }) = plan.l4 {
         // FIN and PSH belong to the last segment: on the GSO packet only when nothing follows
         // it. (The flags are outside the pseudo-header sum in the checksum field.)
@@ -558,18 +573,9 @@ pub fn segment_partial(
     });
     // The rest: segments `whole..nseg` of the original plan (same sequence numbers and IDs as
     // full segmentation would give them).
-    let meta = plan.segment_meta();
-    for i in whole..plan.nseg {
-        let start = out.arena.len();
-        let payload = plan.emit_header(frame, i, &mut out.arena);
-        out.arena
-            .extend_from_slice(frame.get(payload).unwrap_or(&[]));
-        out.segs.push(Segment {
-            range: start..out.arena.len(),
-            meta,
-        });
-    }
-    Ok(out.segs.len() - segs_mark)
+    plan.emit_contiguous(frame, whole..plan.nseg, out)
+        .map_err(|e| out.undo(marks, e))?;
+    Ok(out.segs.len() - marks.1)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -619,6 +625,13 @@ enum L4Fix {
     },
     /// `hsum`: sum of the UDP header with length and checksum zeroed.
     Udp { off: usize, hsum: u16 },
+}
+
+/// A segment header field outside the header `Plan::new` laid out: a plan whose checks missed a
+/// case. It is an error, never a dropped write.
+#[cold]
+fn header_short(at: usize, len: usize, buf_len: usize) -> OutOfRange {
+    OutOfRange { at, len, buf_len }
 }
 
 /// Sum of `b[range]` with the given byte offsets (relative to the range) zeroed.
@@ -702,60 +715,19 @@ struct Plan {
     fixed_id: bool,
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes([
-        *b.get(at)?,
-        *b.get(at + 1)?,
-        *b.get(at + 2)?,
-        *b.get(at + 3)?,
-    ]))
-}
-
-fn put16(b: &mut [u8], at: usize, v: u16) {
-    if let Some(d) = b.get_mut(at..at + 2) {
-        d.copy_from_slice(&v.to_be_bytes());
-    }
-}
-
-fn put32(b: &mut [u8], at: usize, v: u32) {
-    if let Some(d) = b.get_mut(at..at + 4) {
-        d.copy_from_slice(&v.to_be_bytes());
-    }
-}
-
-fn addr4(b: &[u8], at: usize) -> [u8; 4] {
-    let mut a = [0; 4];
-    if let Some(s) = b.get(at..at + 4) {
-        a.copy_from_slice(s);
-    }
-    a
-}
-
-fn addr16(b: &[u8], at: usize) -> [u8; 16] {
-    let mut a = [0; 16];
-    if let Some(s) = b.get(at..at + 16) {
-        a.copy_from_slice(s);
-    }
-    a
-}
-
 /// Pseudo-header sum of the IP header at `ip` for an L4 length `len`.
 fn pseudo_sum(b: &[u8], ip: &IpFix, proto: u8, len: usize) -> u16 {
     if ip.v4 {
         pseudo::ipv4(
-            addr4(b, ip.off + 12),
-            addr4(b, ip.off + 16),
+            read_array(b, ip.off + 12).unwrap_or([0; 4]),
+            read_array(b, ip.off + 16).unwrap_or([0; 4]),
             proto,
             len as u16,
         )
     } else {
         pseudo::ipv6(
-            &addr16(b, ip.off + 8),
-            &addr16(b, ip.off + 24),
+            &read_array(b, ip.off + 8).unwrap_or([0; 16]),
+            &read_array(b, ip.off + 24).unwrap_or([0; 16]),
             proto,
             len as u32,
         )
@@ -763,261 +735,54 @@ fn pseudo_sum(b: &[u8], ip: &IpFix, proto: u8, len: usize) -> u16 {
 }
 
 impl Plan {
+    /// Plans the segmentation of `frame`: checks the request against the headers, then computes
+    /// once everything every segment shares.
     fn new(frame: &[u8], layout: &Layout, params: &GsoParams) -> Result<Plan, GsoError> {
-        let ty = params.gso_type;
-        let mismatch = GsoError::TypeMismatch { gso_type: ty };
-        if ty == GsoType::None {
-            return Err(GsoError::NotGso);
-        }
-        if params.segment_size == 0 {
-            return Err(GsoError::ZeroSegmentSize);
-        }
-        let outer = &layout.outer;
-        let tunnelled = layout.tunnel.is_some();
-        let inner = match (layout.tunnel, layout.inner.as_ref()) {
-            (Some(_), Some(h)) => h,
-            (Some(_), None) => {
-                return Err(GsoError::Unsupported {
-                    what: "tunnel without a parsed inner packet",
-                })
-            }
-            (None, _) => outer,
+        check_request(params)?;
+        let mismatch = GsoError::TypeMismatch {
+            gso_type: params.gso_type,
         };
-        let l3 = inner.l3.ok_or(mismatch)?;
-        let l3_end = inner.l3_end.ok_or(mismatch)?;
-        let kind = inner.l3_kind.ok_or(mismatch)?;
-        if l3_end > frame.len() {
-            return Err(mismatch);
-        }
-        if inner.is_fragment {
-            return Err(GsoError::Unsupported {
-                what: "an IP fragment",
-            });
-        }
-        // Bytes after the innermost IP packet inside the outer one would be lost.
-        if tunnelled && outer.l3_end != Some(l3_end) {
-            return Err(GsoError::Unsupported {
-                what: "trailing bytes after the inner packet",
-            });
-        }
-        let ip_fix = |off: usize, kind: L3Kind, proto: u8| -> Result<IpFix, GsoError> {
-            let v4 = kind == L3Kind::Ipv4;
-            let ihl = if v4 {
-                usize::from(frame.get(off).copied().unwrap_or(0) & 0x0f) * 4
-            } else {
-                40
-            };
-            let id = if v4 {
-                be16(frame, off + 4).unwrap_or(0)
-            } else {
-                0
-            };
-            if frame.len() < off + ihl {
-                return Err(mismatch);
-            }
-            let frag = if v4 {
-                be16(frame, off + 6).unwrap_or(0)
-            } else {
-                0
-            };
-            let hsum = if v4 {
-                sum_masked(frame, off..off + ihl, &[2, 3, 4, 5, 6, 7, 10, 11])
-            } else {
-                0
-            };
-            let mut fix = IpFix {
-                off,
-                v4,
-                id,
-                frag,
-                hsum,
-                ph: 0,
-            };
-            fix.ph = pseudo_sum(frame, &fix, proto, 0);
-            Ok(fix)
-        };
-        let inner_proto = inner.l4_proto.ok_or(mismatch)?;
-        let inner_fix = ip_fix(l3, kind, inner_proto)?;
+        let inner = Innermost::find(frame, layout, mismatch)?;
+        let inner_fix = IpFix::new(frame, inner.l3, inner.kind, inner.proto, mismatch)?;
         let (ip, inner_ip, tunnel) = match layout.tunnel {
             None => ([Some(inner_fix), None], 0, None),
             Some(t) => {
-                if ty == GsoType::Udp {
-                    return Err(GsoError::Unsupported {
-                        what: "UFO inside a tunnel",
-                    });
-                }
-                let ol3 = outer.l3.ok_or(mismatch)?;
-                let okind = outer.l3_kind.ok_or(mismatch)?;
-                let ol4 = outer.l4.ok_or(mismatch)?;
-                if outer.is_fragment {
-                    return Err(GsoError::Unsupported {
-                        what: "a fragmented outer packet",
-                    });
-                }
-                let tf = match t.kind {
-                    TunnelKind::Vxlan | TunnelKind::Geneve => {
-                        let input = be16(frame, ol4 + 6).ok_or(mismatch)?;
-                        let csum = match params.outer_csum {
-                            OuterCsum::Zero => false,
-                            OuterCsum::Full | OuterCsum::Lco => true,
-                            OuterCsum::AsInput => input != 0,
-                        };
-                        TunnelFix::Udp { off: ol4, csum }
-                    }
-                    TunnelKind::Gre => {
-                        let flags = frame.get(t.offset).copied().ok_or(mismatch)?;
-                        let csum = (flags & 0x80 != 0).then_some(t.offset + 4);
-                        TunnelFix::Gre {
-                            csum,
-                            off: t.offset,
-                        }
-                    }
-                };
-                let outer_fix = ip_fix(ol3, okind, ip_proto::UDP)?;
-                ([Some(outer_fix), Some(inner_fix)], 1, Some(tf))
+                let (outer_fix, tunnel) = plan_tunnel(frame, layout, &t, params, mismatch)?;
+                ([Some(outer_fix), Some(inner_fix)], 1, Some(tunnel))
             }
         };
-        let proto = inner_proto;
-        let mut ufo = None;
-        let (hdr_len, payload, l4, unit) = match ty {
-            GsoType::TcpV4 | GsoType::TcpV6 => {
-                let want = if ty == GsoType::TcpV4 {
-                    L3Kind::Ipv4
-                } else {
-                    L3Kind::Ipv6
-                };
-                if kind != want || proto != ip_proto::TCP {
-                    return Err(mismatch);
-                }
-                let off = inner.l4.ok_or(mismatch)?;
-                let pl = inner.payload.ok_or(mismatch)?;
-                let seq = be32(frame, off + 4).ok_or(mismatch)?;
-                let flags = frame.get(off + 13).copied().ok_or(mismatch)?;
-                if pl < off + 20 || pl > off + 60 {
-                    return Err(mismatch);
-                }
-                let hsum = sum_masked(frame, off..pl, &[4, 5, 6, 7, 13, 16, 17]);
-                let fix = L4Fix::Tcp {
-                    off,
-                    seq,
-                    flags,
-                    hsum,
-                };
-                (pl, pl..l3_end, Some(fix), 0)
-            }
-            GsoType::UdpL4 => {
-                if proto != ip_proto::UDP {
-                    return Err(mismatch);
-                }
-                let off = inner.l4.ok_or(mismatch)?;
-                let pl = inner.payload.ok_or(mismatch)?;
-                let hsum = sum_masked(frame, off..off + 8, &[4, 5, 6, 7]);
-                (pl, pl..l3_end, Some(L4Fix::Udp { off, hsum }), 0)
-            }
-            GsoType::Udp => {
-                if proto != ip_proto::UDP {
-                    return Err(mismatch);
-                }
-                if !params.segment_size.is_multiple_of(8) {
-                    return Err(GsoError::UnalignedFragment {
-                        segment_size: params.segment_size,
-                    });
-                }
-                let off = inner.l4.ok_or(mismatch)?;
-                let pl = inner.payload.ok_or(mismatch)?;
-                let ulen = l3_end - off;
-                if ulen > MAX_IP_PAYLOAD {
-                    return Err(GsoError::TooLarge { len: ulen });
-                }
-                // The datagram's checksum, over the whole datagram, computed from scratch.
-                let mut udp = [0u8; 8];
-                udp.copy_from_slice(frame.get(off..off + 8).ok_or(mismatch)?);
-                put16(&mut udp, 4, ulen as u16);
-                put16(&mut udp, 6, 0);
-                let ph = pseudo_sum(frame, &inner_fix, ip_proto::UDP, ulen);
-                let mut acc = Accumulator::new();
-                acc.add_u16(ph);
-                acc.add(&udp);
-                acc.add(frame.get(pl..l3_end).unwrap_or(&[]));
-                let c = !acc.finish();
-                put16(&mut udp, 6, if c == 0 { 0xffff } else { c });
-                let (hdr, v6) = if kind == L3Kind::Ipv4 {
-                    (off, None)
-                } else {
-                    let (at, nh_at, nh) = ipv6_unfragmentable(frame, layout, l3, tunnelled)?;
-                    let id = params
-                        .ipv6_frag_id
-                        .unwrap_or_else(|| default_frag_id(frame, l3, ulen));
-                    (at, Some((at, nh_at, nh, id)))
-                };
-                if hdr != off {
-                    return Err(GsoError::Unsupported {
-                        what: "IPv6 extension headers after the fragmentable part start",
-                    });
-                }
-                ufo = Some(UfoFix { udp, v6 });
-                (off, pl..l3_end, None, 8)
-            }
+        let l4 = match params.gso_type {
+            GsoType::TcpV4 | GsoType::TcpV6 => plan_tcp(frame, &inner, params.gso_type, mismatch)?,
+            GsoType::UdpL4 => plan_uso(frame, &inner, mismatch)?,
+            GsoType::Udp => plan_ufo(frame, layout, &inner, &inner_fix, params, mismatch)?,
             GsoType::None => return Err(GsoError::NotGso),
         };
-        if hdr_len > MAX_HEADER_LEN {
-            return Err(GsoError::HeadersTooLong { len: hdr_len });
+        if l4.hdr_len > MAX_HEADER_LEN {
+            return Err(GsoError::HeadersTooLong { len: l4.hdr_len });
         }
         if params.fixed_id && ip.iter().flatten().any(|f| f.v4 && f.frag & 0x4000 == 0) {
             return Err(GsoError::FixedIdWithoutDf);
         }
         let seg = usize::from(params.segment_size);
-        // A datagram that fits one fragment is not fragmented (the kernel passes it through
-        // with its checksum filled): segment it as a single USO datagram.
-        let (hdr_len, payload, l4, unit) = match (ufo, inner.l4, inner.payload) {
-            (Some(_), Some(off), Some(pl)) if payload.len() + unit <= seg => {
-                ufo = None;
-                let hsum = sum_masked(frame, off..off + 8, &[4, 5, 6, 7]);
-                (pl, payload, Some(L4Fix::Udp { off, hsum }), 0)
-            }
-            _ => (hdr_len, payload, l4, unit),
-        };
+        let L4Plan {
+            hdr_len,
+            payload,
+            l4,
+            unit,
+            ufo,
+        } = l4.unfragmented_if_one_fragment(frame, &inner, seg);
         if payload.start > payload.end || payload.end > frame.len() || hdr_len > payload.start {
             return Err(mismatch);
         }
-        let total = payload.len() + unit;
-        let nseg = total.div_ceil(seg).max(1);
+        let nseg = (payload.len() + unit).div_ceil(seg).max(1);
         if nseg > params.segment_limit() {
             return Err(GsoError::TooManySegments {
                 segments: nseg,
                 max: params.segment_limit(),
             });
         }
-        let mut template = [0u8; TEMPLATE_LEN];
-        if let (Some(t), Some(src)) = (template.get_mut(..hdr_len), frame.get(..hdr_len)) {
-            t.copy_from_slice(src);
-        }
-        let fast = match (tunnel, ufo, l4) {
-            (
-                None,
-                None,
-                Some(L4Fix::Tcp {
-                    off,
-                    seq,
-                    flags,
-                    hsum,
-                }),
-            ) => Some(Fast {
-                template,
-                tcp: true,
-                l4: off,
-                seq,
-                flags,
-                hsum,
-            }),
-            (None, None, Some(L4Fix::Udp { off, hsum })) => Some(Fast {
-                template,
-                tcp: false,
-                l4: off,
-                seq: 0,
-                flags: 0,
-                hsum,
-            }),
+        let fast = match (tunnel, ufo) {
+            (None, None) => l4.map(|l4| Fast::new(frame, hdr_len, l4)),
             _ => None,
         };
         let plan = Plan {
@@ -1040,27 +805,33 @@ impl Plan {
             ip_csum: params.ip_csum,
             fixed_id: params.fixed_id,
         };
-        // The largest segment is the first: check its size against every limit.
-        let first_len = plan.seg_frame_len(0);
+        plan.check_first_segment(params)?;
+        Ok(plan)
+    }
+
+    /// The largest segment is the first: checks its size against the frame limit and the IP
+    /// payload limit.
+    fn check_first_segment(&self, params: &GsoParams) -> Result<(), GsoError> {
+        let first_len = self.seg_frame_len(0);
         if params.max_frame_len != 0 && first_len > params.max_frame_len {
             return Err(GsoError::FrameTooLong {
                 len: first_len,
                 max: params.max_frame_len,
             });
         }
-        let outer_off = plan.ip.first().copied().flatten().map_or(0, |f| f.off);
+        let outer_off = self.ip.first().copied().flatten().map_or(0, |f| f.off);
         let outer_ip_payload = first_len.saturating_sub(outer_off + 20);
         if outer_ip_payload > MAX_IP_PAYLOAD {
             return Err(GsoError::TooLarge {
                 len: outer_ip_payload,
             });
         }
-        Ok(plan)
+        Ok(())
     }
 
     /// The common case, untunnelled TCP or USO, with the per-segment work cut to the fields
     /// that change (same bytes as the general path, which the tests check).
-    #[inline]
+    #[inline(always)]
     fn emit_simple(
         &self,
         frame: &[u8],
@@ -1068,7 +839,7 @@ impl Plan {
         out: &mut Vec<u8>,
         fast: &Fast,
         ip: &IpFix,
-    ) -> Range<usize> {
+    ) -> Result<Range<usize>, OutOfRange> {
         let ps = self.payload.start + i * self.seg;
         let pe = (ps + self.seg).min(self.payload.end).max(ps);
         let payload = frame.get(ps..pe).unwrap_or(&[]);
@@ -1082,8 +853,9 @@ impl Plan {
         } else {
             out.extend_from_slice(frame.get(..hl).unwrap_or(&[]));
         }
+        let out_len = out.len();
         let Some(h) = out.get_mut(base..base + hl) else {
-            return ps..pe;
+            return Err(header_short(base, hl, out_len));
         };
         let end = hl + payload.len();
         let l4len = (end - fast.l4) as u32;
@@ -1102,7 +874,7 @@ impl Plan {
         };
         if fast.tcp {
             let Some(t) = l4h.first_chunk_mut::<20>() else {
-                return ps..pe;
+                return Err(header_short(fast.l4, 20, hl));
             };
             let seq = fast.seq.wrapping_add((i * self.seg) as u32);
             t[4..8].copy_from_slice(&seq.to_be_bytes());
@@ -1123,7 +895,7 @@ impl Plan {
             t[16..18].copy_from_slice(&c.to_be_bytes());
         } else {
             let Some(u) = l4h.first_chunk_mut::<8>() else {
-                return ps..pe;
+                return Err(header_short(fast.l4, 8, hl));
             };
             u[4..6].copy_from_slice(&(l4len as u16).to_be_bytes());
             let c = match sum_with(fold_add(&[u32::from(fast.hsum), l4len])) {
@@ -1132,17 +904,19 @@ impl Plan {
             };
             u[6..8].copy_from_slice(&c.to_be_bytes());
         }
+        let ip_len = if ip.v4 { 20 } else { 6 };
         let Some(iph) = pre.get_mut(ip.off..) else {
-            return ps..pe;
+            return Err(header_short(ip.off, ip_len, hl));
         };
         if !ip.v4 {
-            if let Some(v6) = iph.first_chunk_mut::<6>() {
-                v6[4..6].copy_from_slice(&((end - ip.off - 40) as u16).to_be_bytes());
-            }
-            return ps..pe;
+            let Some(v6) = iph.first_chunk_mut::<6>() else {
+                return Err(header_short(ip.off, ip_len, hl));
+            };
+            v6[4..6].copy_from_slice(&((end - ip.off - 40) as u16).to_be_bytes());
+            return Ok(ps..pe);
         }
         let Some(v4) = iph.first_chunk_mut::<20>() else {
-            return ps..pe;
+            return Err(header_short(ip.off, ip_len, hl));
         };
         let total = (end - ip.off) as u16;
         let id = if self.fixed_id {
@@ -1162,7 +936,28 @@ impl Plan {
             CsumMode::Partial => 0,
         };
         v4[10..12].copy_from_slice(&c.to_be_bytes());
-        ps..pe
+        Ok(ps..pe)
+    }
+
+    /// Appends segments `range` as contiguous frames (headers, then the payload copied).
+    fn emit_contiguous(
+        &self,
+        frame: &[u8],
+        range: Range<usize>,
+        out: &mut GsoOutput,
+    ) -> Result<(), OutOfRange> {
+        let meta = self.segment_meta();
+        for i in range {
+            let start = out.arena.len();
+            let payload = self.emit_header(frame, i, &mut out.arena)?;
+            out.arena
+                .extend_from_slice(frame.get(payload).unwrap_or(&[]));
+            out.segs.push(Segment {
+                range: start..out.arena.len(),
+                meta,
+            });
+        }
+        Ok(())
     }
 
     /// The metadata every segment of this plan shares (computed once per packet: building it
@@ -1218,8 +1013,13 @@ impl Plan {
 
     /// Appends segment `i`'s headers to `out` with every field and checksum fixed; returns its
     /// metadata and payload range.
-    #[inline]
-    fn emit_header(&self, frame: &[u8], i: usize, out: &mut Vec<u8>) -> Range<usize> {
+    #[inline(always)]
+    fn emit_header(
+        &self,
+        frame: &[u8],
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<Range<usize>, OutOfRange> {
         match (&self.fast, self.ip.first()) {
             (Some(fast), Some(Some(ip))) => self.emit_simple(frame, i, out, fast, ip),
             _ => self.emit_general(frame, i, out),
@@ -1228,7 +1028,12 @@ impl Plan {
 
     /// Every other case: tunnels, UFO.
     #[inline(never)]
-    fn emit_general(&self, frame: &[u8], i: usize, out: &mut Vec<u8>) -> Range<usize> {
+    fn emit_general(
+        &self,
+        frame: &[u8],
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<Range<usize>, OutOfRange> {
         let (pr, with_udp) = self.seg_payload(i);
         let payload = frame.get(pr.clone()).unwrap_or(&[]);
         let base = out.len();
@@ -1242,10 +1047,9 @@ impl Plan {
                 }
                 let unit_off = i * self.seg;
                 let mf = u16::from(i + 1 < self.nseg);
-                let mut fh = [0u8; 8];
-                fh[0] = nh;
-                put16(&mut fh, 2, (unit_off as u16 & 0xfff8) | mf);
-                put32(&mut fh, 4, id);
+                let [o1, o2] = ((unit_off as u16 & 0xfff8) | mf).to_be_bytes();
+                let [i1, i2, i3, i4] = id.to_be_bytes();
+                let fh = [nh, 0, o1, o2, i1, i2, i3, i4];
                 out.extend_from_slice(&fh);
             }
             if with_udp {
@@ -1269,7 +1073,7 @@ impl Plan {
                 Some(ip),
             ) => {
                 let seq = seq.wrapping_add((i * self.seg) as u32);
-                put32(h, off + 4, seq);
+                write_u32(h, off + 4, seq)?;
                 let mut f = flags;
                 if !last {
                     f &= !0x09; // FIN, PSH
@@ -1287,11 +1091,11 @@ impl Plan {
                     udp: false,
                     fields,
                 };
-                self.l4_checksum(h, payload, &l4, &ip, end);
+                self.l4_checksum(h, payload, &l4, &ip, end)?;
             }
             (Some(L4Fix::Udp { off, hsum }), Some(ip)) => {
                 let len = (end - off) as u16;
-                put16(h, off + 4, len);
+                write_u16(h, off + 4, len)?;
                 let fields = fold_add(&[u32::from(hsum), u32::from(len)]);
                 let l4 = L4Sum {
                     off,
@@ -1299,7 +1103,7 @@ impl Plan {
                     udp: true,
                     fields,
                 };
-                self.l4_checksum(h, payload, &l4, &ip, end);
+                self.l4_checksum(h, payload, &l4, &ip, end)?;
             }
             _ => {}
         }
@@ -1311,35 +1115,41 @@ impl Plan {
             (((i * self.seg) >> 3) as u16 & 0x1fff) | mf
         });
         match self.ip {
-            [Some(only), None] => self.fix_ip(h, &only, end, id_step, ufo_frag),
+            [Some(only), None] => self.fix_ip(h, &only, end, id_step, ufo_frag)?,
             [Some(outer), Some(inner)] => {
-                self.fix_ip(h, &inner, end, id_step, ufo_frag);
-                self.tunnel_fix(h, payload, end);
-                self.fix_ip(h, &outer, end, id_step, None);
+                self.fix_ip(h, &inner, end, id_step, ufo_frag)?;
+                self.tunnel_fix(h, payload, end)?;
+                self.fix_ip(h, &outer, end, id_step, None)?;
             }
             _ => {}
         }
-        pr
+        Ok(pr)
     }
 
     /// Fixes one IP header: length, and for IPv4 the ID (or, for a UFO fragment, the
     /// flags/offset word `frag`) and the header checksum.
     #[inline]
-    fn fix_ip(&self, h: &mut [u8], ip: &IpFix, end: usize, id_step: u16, frag: Option<u16>) {
+    fn fix_ip(
+        &self,
+        h: &mut [u8],
+        ip: &IpFix,
+        end: usize,
+        id_step: u16,
+        frag: Option<u16>,
+    ) -> Result<(), OutOfRange> {
         if !ip.v4 {
-            put16(h, ip.off + 4, (end - ip.off - 40) as u16);
-            return;
+            return write_u16(h, ip.off + 4, (end - ip.off - 40) as u16);
         }
         let total = (end - ip.off) as u16;
-        put16(h, ip.off + 2, total);
+        write_u16(h, ip.off + 2, total)?;
         let (id, frag) = match frag {
             Some(f) => {
-                put16(h, ip.off + 6, f);
+                write_u16(h, ip.off + 6, f)?;
                 (ip.id, f)
             }
             None => {
                 let id = ip.id.wrapping_add(id_step);
-                put16(h, ip.off + 4, id);
+                write_u16(h, ip.off + 4, id)?;
                 (id, ip.frag)
             }
         };
@@ -1352,18 +1162,23 @@ impl Plan {
             ]),
             CsumMode::Partial => 0,
         };
-        put16(h, ip.off + 10, c);
+        write_u16(h, ip.off + 10, c)
     }
 
     #[inline]
-    fn l4_checksum(&self, h: &mut [u8], payload: &[u8], l4: &L4Sum, ip: &IpFix, end: usize) {
+    fn l4_checksum(
+        &self,
+        h: &mut [u8],
+        payload: &[u8],
+        l4: &L4Sum,
+        ip: &IpFix,
+        end: usize,
+    ) -> Result<(), OutOfRange> {
         let len = end - l4.off;
         let ph = fold_add(&[u32::from(ip.ph), len as u32]);
         let at = l4.off + l4.field;
         match self.l4_csum {
-            CsumMode::Partial => {
-                put16(h, at, ph);
-            }
+            CsumMode::Partial => write_u16(h, at, ph),
             CsumMode::Full => {
                 // The L4 header is an even number of bytes, so the payload sum lines up.
                 let s = fold_add(&[
@@ -1372,33 +1187,33 @@ impl Plan {
                     u32::from(sluice_checksum::sum(payload)),
                 ]);
                 let c = !s;
-                put16(h, at, if l4.udp && c == 0 { 0xffff } else { c });
+                write_u16(h, at, if l4.udp && c == 0 { 0xffff } else { c })
             }
         }
     }
 
-    fn tunnel_fix(&self, h: &mut [u8], payload: &[u8], end: usize) {
-        let Some(t) = self.tunnel else { return };
+    fn tunnel_fix(&self, h: &mut [u8], payload: &[u8], end: usize) -> Result<(), OutOfRange> {
+        let Some(t) = self.tunnel else { return Ok(()) };
         let (Some(Some(outer)), Some(Some(inner))) = (self.ip.first(), self.ip.get(1)) else {
-            return;
+            return Ok(());
         };
         match t {
             TunnelFix::Udp { off, csum } => {
                 let len = end - off;
-                put16(h, off + 4, len as u16);
-                put16(h, off + 6, 0);
+                write_u16(h, off + 4, len as u16)?;
+                write_u16(h, off + 6, 0)?;
                 if !csum {
-                    return;
+                    return Ok(());
                 }
                 let ph = pseudo_sum(h, outer, ip_proto::UDP, len);
                 let c = !self.cover_sum(h, payload, off, ph, inner, end);
-                put16(h, off + 6, if c == 0 { 0xffff } else { c });
+                write_u16(h, off + 6, if c == 0 { 0xffff } else { c })
             }
             TunnelFix::Gre { csum, off } => {
-                let Some(at) = csum else { return };
-                put16(h, at, 0);
+                let Some(at) = csum else { return Ok(()) };
+                write_u16(h, at, 0)?;
                 let c = !self.cover_sum(h, payload, off, 0, inner, end);
-                put16(h, at, c);
+                write_u16(h, at, c)
             }
         }
     }
@@ -1438,6 +1253,338 @@ impl Plan {
         let ph = pseudo_sum(h, inner, proto, end - l4off);
         acc.add(&(!ph).to_be_bytes());
         acc.finish()
+    }
+}
+
+/// A GSO request at all: a type and a non-zero segment size.
+fn check_request(params: &GsoParams) -> Result<(), GsoError> {
+    if params.gso_type == GsoType::None {
+        return Err(GsoError::NotGso);
+    }
+    if params.segment_size == 0 {
+        return Err(GsoError::ZeroSegmentSize);
+    }
+    Ok(())
+}
+
+/// The innermost header stack, the one that is segmented, with the fields every plan needs.
+struct Innermost<'a> {
+    h: &'a Headers,
+    l3: usize,
+    l3_end: usize,
+    kind: L3Kind,
+    /// Its L4 protocol.
+    proto: u8,
+    tunnelled: bool,
+}
+
+impl<'a> Innermost<'a> {
+    /// The stack GSO segments (inside the tunnel, if any), checked to be a whole, unfragmented
+    /// IP packet that ends where the outer one does.
+    fn find(frame: &[u8], layout: &'a Layout, mismatch: GsoError) -> Result<Self, GsoError> {
+        let outer = &layout.outer;
+        let tunnelled = layout.tunnel.is_some();
+        let h = match (layout.tunnel, layout.inner.as_ref()) {
+            (Some(_), Some(h)) => h,
+            (Some(_), None) => {
+                return Err(GsoError::Unsupported {
+                    what: "tunnel without a parsed inner packet",
+                })
+            }
+            (None, _) => outer,
+        };
+        let l3 = h.l3.ok_or(mismatch)?;
+        let l3_end = h.l3_end.ok_or(mismatch)?;
+        let kind = h.l3_kind.ok_or(mismatch)?;
+        if l3_end > frame.len() {
+            return Err(mismatch);
+        }
+        if h.is_fragment {
+            return Err(GsoError::Unsupported {
+                what: "an IP fragment",
+            });
+        }
+        // Bytes after the innermost IP packet inside the outer one would be lost.
+        if tunnelled && outer.l3_end != Some(l3_end) {
+            return Err(GsoError::Unsupported {
+                what: "trailing bytes after the inner packet",
+            });
+        }
+        let proto = h.l4_proto.ok_or(mismatch)?;
+        Ok(Innermost {
+            h,
+            l3,
+            l3_end,
+            kind,
+            proto,
+            tunnelled,
+        })
+    }
+}
+
+impl IpFix {
+    /// The per-plan constants of the IP header at `off` carrying `proto`.
+    fn new(
+        frame: &[u8],
+        off: usize,
+        kind: L3Kind,
+        proto: u8,
+        mismatch: GsoError,
+    ) -> Result<IpFix, GsoError> {
+        let v4 = kind == L3Kind::Ipv4;
+        let ihl = if v4 {
+            usize::from(frame.get(off).copied().unwrap_or(0) & 0x0f) * 4
+        } else {
+            40
+        };
+        if frame.len() < off + ihl {
+            return Err(mismatch);
+        }
+        let (id, frag, hsum) = if v4 {
+            (
+                read_u16(frame, off + 4).unwrap_or(0),
+                read_u16(frame, off + 6).unwrap_or(0),
+                sum_masked(frame, off..off + ihl, &[2, 3, 4, 5, 6, 7, 10, 11]),
+            )
+        } else {
+            (0, 0, 0)
+        };
+        let mut fix = IpFix {
+            off,
+            v4,
+            id,
+            frag,
+            hsum,
+            ph: 0,
+        };
+        fix.ph = pseudo_sum(frame, &fix, proto, 0);
+        Ok(fix)
+    }
+}
+
+/// The outer IP header's constants and the tunnel header to fix per segment.
+fn plan_tunnel(
+    frame: &[u8],
+    layout: &Layout,
+    t: &Tunnel,
+    params: &GsoParams,
+    mismatch: GsoError,
+) -> Result<(IpFix, TunnelFix), GsoError> {
+    if params.gso_type == GsoType::Udp {
+        return Err(GsoError::Unsupported {
+            what: "UFO inside a tunnel",
+        });
+    }
+    let outer = &layout.outer;
+    let ol3 = outer.l3.ok_or(mismatch)?;
+    let okind = outer.l3_kind.ok_or(mismatch)?;
+    let ol4 = outer.l4.ok_or(mismatch)?;
+    if outer.is_fragment {
+        return Err(GsoError::Unsupported {
+            what: "a fragmented outer packet",
+        });
+    }
+    let tunnel = match t.kind {
+        TunnelKind::Vxlan | TunnelKind::Geneve => {
+            let input = read_u16(frame, ol4 + 6).ok_or(mismatch)?;
+            let csum = match params.outer_csum {
+                OuterCsum::Zero => false,
+                OuterCsum::Full | OuterCsum::Lco => true,
+                OuterCsum::AsInput => input != 0,
+            };
+            TunnelFix::Udp { off: ol4, csum }
+        }
+        TunnelKind::Gre => {
+            let flags = frame.get(t.offset).copied().ok_or(mismatch)?;
+            let csum = (flags & 0x80 != 0).then_some(t.offset + 4);
+            TunnelFix::Gre {
+                csum,
+                off: t.offset,
+            }
+        }
+    };
+    let outer_fix = IpFix::new(frame, ol3, okind, ip_proto::UDP, mismatch)?;
+    Ok((outer_fix, tunnel))
+}
+
+/// What the L4 step of a plan decides: the header prefix, the bytes that are split, the L4
+/// header to fix per segment, and the UFO specifics.
+struct L4Plan {
+    hdr_len: usize,
+    payload: Range<usize>,
+    l4: Option<L4Fix>,
+    /// Bytes of the split unit before the payload (8 for UFO: the UDP header).
+    unit: usize,
+    ufo: Option<UfoFix>,
+}
+
+impl L4Plan {
+    /// A UFO datagram that fits one fragment is not fragmented (the kernel passes it through
+    /// with its checksum filled): it is segmented as a single USO datagram.
+    fn unfragmented_if_one_fragment(self, frame: &[u8], inner: &Innermost, seg: usize) -> Self {
+        match (self.ufo, inner.h.l4, inner.h.payload) {
+            (Some(_), Some(off), Some(pl)) if self.payload.len() + self.unit <= seg => L4Plan {
+                hdr_len: pl,
+                payload: self.payload,
+                l4: Some(L4Fix::udp(frame, off)),
+                unit: 0,
+                ufo: None,
+            },
+            _ => self,
+        }
+    }
+}
+
+impl L4Fix {
+    /// The per-plan constants of the UDP header at `off`.
+    fn udp(frame: &[u8], off: usize) -> L4Fix {
+        let hsum = sum_masked(frame, off..off + 8, &[4, 5, 6, 7]);
+        L4Fix::Udp { off, hsum }
+    }
+}
+
+/// TCP segmentation (TSO): the TCP header must match the requested IP version.
+fn plan_tcp(
+    frame: &[u8],
+    inner: &Innermost,
+    ty: GsoType,
+    mismatch: GsoError,
+) -> Result<L4Plan, GsoError> {
+    let want = if ty == GsoType::TcpV4 {
+        L3Kind::Ipv4
+    } else {
+        L3Kind::Ipv6
+    };
+    if inner.kind != want || inner.proto != ip_proto::TCP {
+        return Err(mismatch);
+    }
+    let off = inner.h.l4.ok_or(mismatch)?;
+    let pl = inner.h.payload.ok_or(mismatch)?;
+    let seq = read_u32(frame, off + 4).ok_or(mismatch)?;
+    let flags = frame.get(off + 13).copied().ok_or(mismatch)?;
+    if pl < off + 20 || pl > off + 60 {
+        return Err(mismatch);
+    }
+    let hsum = sum_masked(frame, off..pl, &[4, 5, 6, 7, 13, 16, 17]);
+    Ok(L4Plan {
+        hdr_len: pl,
+        payload: pl..inner.l3_end,
+        l4: Some(L4Fix::Tcp {
+            off,
+            seq,
+            flags,
+            hsum,
+        }),
+        unit: 0,
+        ufo: None,
+    })
+}
+
+/// UDP segmentation (USO): every segment a whole datagram.
+fn plan_uso(frame: &[u8], inner: &Innermost, mismatch: GsoError) -> Result<L4Plan, GsoError> {
+    if inner.proto != ip_proto::UDP {
+        return Err(mismatch);
+    }
+    let off = inner.h.l4.ok_or(mismatch)?;
+    let pl = inner.h.payload.ok_or(mismatch)?;
+    Ok(L4Plan {
+        hdr_len: pl,
+        payload: pl..inner.l3_end,
+        l4: Some(L4Fix::udp(frame, off)),
+        unit: 0,
+        ufo: None,
+    })
+}
+
+/// UDP fragmentation (UFO): the datagram's UDP header (with its checksum over the whole
+/// datagram) goes into the first fragment; IPv6 gets a Fragment header after the
+/// unfragmentable part.
+fn plan_ufo(
+    frame: &[u8],
+    layout: &Layout,
+    inner: &Innermost,
+    inner_fix: &IpFix,
+    params: &GsoParams,
+    mismatch: GsoError,
+) -> Result<L4Plan, GsoError> {
+    if inner.proto != ip_proto::UDP {
+        return Err(mismatch);
+    }
+    if !params.segment_size.is_multiple_of(8) {
+        return Err(GsoError::UnalignedFragment {
+            segment_size: params.segment_size,
+        });
+    }
+    let off = inner.h.l4.ok_or(mismatch)?;
+    let pl = inner.h.payload.ok_or(mismatch)?;
+    let ulen = inner.l3_end - off;
+    if ulen > MAX_IP_PAYLOAD {
+        return Err(GsoError::TooLarge { len: ulen });
+    }
+    let mut udp: [u8; 8] = read_array(frame, off).ok_or(mismatch)?;
+    udp[4..6].copy_from_slice(&(ulen as u16).to_be_bytes());
+    udp[6..8].copy_from_slice(&[0, 0]);
+    // The datagram's checksum, over the whole datagram, computed from scratch.
+    let ph = pseudo_sum(frame, inner_fix, ip_proto::UDP, ulen);
+    let mut acc = Accumulator::new();
+    acc.add_u16(ph);
+    acc.add(&udp);
+    acc.add(frame.get(pl..inner.l3_end).unwrap_or(&[]));
+    let c = !acc.finish();
+    udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+    let (hdr, v6) = if inner.kind == L3Kind::Ipv4 {
+        (off, None)
+    } else {
+        let (at, nh_at, nh) = ipv6_unfragmentable(frame, layout, inner.l3, inner.tunnelled)?;
+        let id = params
+            .ipv6_frag_id
+            .unwrap_or_else(|| default_frag_id(frame, inner.l3, ulen));
+        (at, Some((at, nh_at, nh, id)))
+    };
+    if hdr != off {
+        return Err(GsoError::Unsupported {
+            what: "IPv6 extension headers after the fragmentable part start",
+        });
+    }
+    Ok(L4Plan {
+        hdr_len: off,
+        payload: pl..inner.l3_end,
+        l4: None,
+        unit: 8,
+        ufo: Some(UfoFix { udp, v6 }),
+    })
+}
+
+impl Fast {
+    /// The fast path's constants for an untunnelled TCP or USO plan.
+    fn new(frame: &[u8], hdr_len: usize, l4: L4Fix) -> Fast {
+        let mut template = [0u8; TEMPLATE_LEN];
+        if let (Some(t), Some(src)) = (template.get_mut(..hdr_len), frame.get(..hdr_len)) {
+            t.copy_from_slice(src);
+        }
+        match l4 {
+            L4Fix::Tcp {
+                off,
+                seq,
+                flags,
+                hsum,
+            } => Fast {
+                template,
+                tcp: true,
+                l4: off,
+                seq,
+                flags,
+                hsum,
+            },
+            L4Fix::Udp { off, hsum } => Fast {
+                template,
+                tcp: false,
+                l4: off,
+                seq: 0,
+                flags: 0,
+                hsum,
+            },
+        }
     }
 }
 

@@ -272,6 +272,39 @@ fn partial_csum_leaves_pseudo_sum() {
     }
 }
 
+/// A layout that does not describe the frame (here the IP header placed after the TCP header)
+/// makes a header write fall outside the segment header: that is an error and nothing is
+/// appended, where it used to be a silently dropped write and a wrong segment.
+#[test]
+fn a_misplaced_header_is_an_error_not_a_dropped_write() {
+    let spec = Spec {
+        vlans: vec![],
+        ip: Ip::V4,
+        tunnel: None,
+        l4: tcp(0x10),
+        payload: pattern(3000, 3),
+    };
+    let (frame, _) = build(&spec, Seed::Garbage);
+    let mut layout = parse(&frame).expect("input parses");
+    let l4 = layout.outer.l4.expect("TCP");
+    layout.outer.l3 = Some(l4 + 1);
+    let params = GsoParams::new(GsoType::TcpV4, 1000);
+
+    let mut out = GsoOutput::new();
+    let r = segment(&frame, &layout, &params, &mut out);
+    assert!(
+        matches!(r, Err(GsoError::HeaderWrite(e)) if e.at == l4 + 1),
+        "{r:?}"
+    );
+    assert_eq!(r.map_err(|e| e.kind()), Err("gso_header_write"));
+    assert!(out.is_empty() && out.arena().is_empty());
+
+    let mut zc = ZeroCopyOutput::new();
+    let r = segment_zero_copy(&frame, &layout, &params, &mut zc);
+    assert!(matches!(r, Err(GsoError::HeaderWrite(_))), "{r:?}");
+    assert!(zc.is_empty() && zc.header_arena().is_empty());
+}
+
 #[test]
 fn limits_are_typed_errors() {
     let spec = Spec {

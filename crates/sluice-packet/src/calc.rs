@@ -4,20 +4,8 @@
 //! fit the frame.
 
 use sluice_checksum::{combine, sum};
+use sluice_wire::bytes::{read_u16, read_u32};
 use sluice_wire::{ip_proto, L3Kind};
-
-/// Reads a big-endian `u16` at `off`.
-pub(crate) fn be16(frame: &[u8], off: usize) -> Option<u16> {
-    let b = frame.get(off..off.checked_add(2)?)?;
-    Some(u16::from_be_bytes([*b.first()?, *b.get(1)?]))
-}
-
-/// Writes a big-endian `u16` at `off`; `None` when out of bounds.
-pub(crate) fn put16(frame: &mut [u8], off: usize, v: u16) -> Option<()> {
-    let b = frame.get_mut(off..off.checked_add(2)?)?;
-    b.copy_from_slice(&v.to_be_bytes());
-    Some(())
-}
 
 /// The bytes `start..end`.
 pub(crate) fn slice(frame: &[u8], start: usize, end: usize) -> Option<&[u8]> {
@@ -41,7 +29,7 @@ pub(crate) fn l3_end(frame: &[u8], l3: usize, kind: L3Kind) -> Option<usize> {
     let end = match kind {
         L3Kind::Ipv4 => {
             let hl = ipv4_hdr_len(frame, l3)?;
-            let total = usize::from(be16(frame, l3.checked_add(2)?)?);
+            let total = usize::from(read_u16(frame, l3.checked_add(2)?)?);
             if total < hl {
                 return None;
             }
@@ -52,7 +40,7 @@ pub(crate) fn l3_end(frame: &[u8], l3: usize, kind: L3Kind) -> Option<usize> {
                 return None;
             }
             l3.checked_add(40)?
-                .checked_add(usize::from(be16(frame, l3.checked_add(4)?)?))?
+                .checked_add(usize::from(read_u16(frame, l3.checked_add(4)?)?))?
         }
     };
     (end <= frame.len()).then_some(end)
@@ -120,7 +108,7 @@ impl L4Region {
         let (min, end) = match proto {
             ip_proto::TCP => (20, l3_end),
             ip_proto::UDP => {
-                let ulen = usize::from(be16(frame, l4.checked_add(4)?)?);
+                let ulen = usize::from(read_u16(frame, l4.checked_add(4)?)?);
                 if ulen < 8 || ulen > avail {
                     return None;
                 }
@@ -180,10 +168,7 @@ impl L4Region {
 
     /// The SCTP checksum as stored in the frame (network order).
     pub(crate) fn sctp_stored(&self, frame: &[u8]) -> Option<u32> {
-        let b: [u8; 4] = slice(frame, self.field, self.field.checked_add(4)?)?
-            .try_into()
-            .ok()?;
-        Some(u32::from_be_bytes(b))
+        read_u32(frame, self.field)
     }
 }
 

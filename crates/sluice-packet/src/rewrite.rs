@@ -25,6 +25,7 @@ use crate::calc::{self, L4Region};
 use crate::error::Error;
 use crate::meta::{self, CsumStatus, Fixup, Level, OffloadMeta, RewritePlan, Slot};
 use sluice_checksum::incremental::update16;
+use sluice_wire::bytes::{read_u16, write_u16};
 use sluice_wire::{ip_proto, L3Kind};
 
 /// Sets the IPv4 source address of `level`.
@@ -105,8 +106,8 @@ pub fn set_ports(
             ))
         }
     }
-    let old_src = calc::be16(frame, l4).ok_or_else(|| trunc(l4 + 4, frame))?;
-    let old_dst = calc::be16(frame, l4 + 2).ok_or_else(|| trunc(l4 + 4, frame))?;
+    let old_src = read_u16(frame, l4).ok_or_else(|| trunc(l4 + 4, frame))?;
+    let old_dst = read_u16(frame, l4 + 2).ok_or_else(|| trunc(l4 + 4, frame))?;
     let [a, b] = src.unwrap_or(old_src).to_be_bytes();
     let [c, d] = dst.unwrap_or(old_dst).to_be_bytes();
     rewrite(
@@ -177,7 +178,7 @@ pub fn seed_partial(frame: &mut [u8], meta: &OffloadMeta) -> Result<(), Error> {
         return Ok(());
     }
     let value = region.pseudo.unwrap_or(0);
-    calc::put16(frame, region.field, value).ok_or_else(|| trunc(region.field + 2, frame))
+    write_u16(frame, region.field, value).map_err(|_| trunc(region.field + 2, frame))
 }
 
 /// [`OffloadMeta::l4_checksum_deferred`] and, when it asks for it, [`seed_partial`]. On error
@@ -427,7 +428,7 @@ fn rewrite(
     let originals = changes.len;
 
     if let Some(field) = ip_field {
-        let old = calc::be16(frame, field).ok_or_else(|| trunc(field + 2, frame))?;
+        let old = read_u16(frame, field).ok_or_else(|| trunc(field + 2, frame))?;
         let mut c = old;
         for ch in changes.as_slice() {
             c = update16(c, ch.old, ch.new);
@@ -444,7 +445,7 @@ fn rewrite(
             udp,
             partial,
         } => {
-            let old = calc::be16(frame, field).ok_or_else(|| trunc(field + 2, frame))?;
+            let old = read_u16(frame, field).ok_or_else(|| trunc(field + 2, frame))?;
             let mut c = old;
             for ch in changes.as_slice().get(..originals).unwrap_or(&[]) {
                 c = if partial {
@@ -507,7 +508,7 @@ fn l4_target(
             let off =
                 meta::l4_csum_field(proto).ok_or(Error::Unsupported("L4 without checksum"))?;
             let field = l4 + usize::from(off);
-            let value = calc::be16(frame, field).ok_or_else(|| trunc(field + 2, frame))?;
+            let value = read_u16(frame, field).ok_or_else(|| trunc(field + 2, frame))?;
             let udp = proto == ip_proto::UDP;
             if udp && value == 0 && !partial {
                 return Ok(L4Target::None); // no checksum (RFC 768): stays absent
@@ -538,14 +539,14 @@ fn tunnel_field(
     );
     match meta.l4_proto(Level::Outer) {
         Some(ip_proto::UDP) => {
-            let v = calc::be16(frame, start + 6).ok_or_else(|| trunc(start + 8, frame))?;
+            let v = read_u16(frame, start + 6).ok_or_else(|| trunc(start + 8, frame))?;
             Ok((v != 0).then_some((start + 6, start, true)))
         }
         Some(ip_proto::GRE) => {
             if byte(frame, start)? & 0x80 == 0 {
                 return Ok(None);
             }
-            calc::be16(frame, start + 4).ok_or_else(|| trunc(start + 6, frame))?;
+            read_u16(frame, start + 4).ok_or_else(|| trunc(start + 6, frame))?;
             Ok(Some((start + 4, start, false)))
         }
         _ => Ok(None),
@@ -581,7 +582,7 @@ fn update_tunnel(
         let in_ip = il3.is_some_and(|s| off >= s) && il4.is_none_or(|e| off < e);
         (l4_partial && in_l4) || (ip_partial && in_ip)
     };
-    let mut c = calc::be16(frame, field).ok_or_else(|| trunc(field + 2, frame))?;
+    let mut c = read_u16(frame, field).ok_or_else(|| trunc(field + 2, frame))?;
     let applied = changes.as_slice().iter().filter(|ch| !in_partial(ch.off));
     for ch in applied.chain(virtual_change.iter()) {
         let odd = ch.off.wrapping_sub(start) & 1 == 1;
@@ -595,5 +596,5 @@ fn update_tunnel(
     if udp && c == 0 {
         c = 0xffff;
     }
-    calc::put16(frame, field, c).ok_or_else(|| trunc(field + 2, frame))
+    write_u16(frame, field, c).map_err(|_| trunc(field + 2, frame))
 }

@@ -16,6 +16,7 @@
 //! is not looked up).
 
 use crate::calc::{self, L4Region};
+use sluice_wire::bytes::read_u16;
 use sluice_wire::{ip_proto, Headers, L3Kind, Layout, TunnelKind};
 
 /// The result of checking one checksum.
@@ -104,7 +105,7 @@ fn l4_inner(frame: &[u8], h: &Headers, udp_tunnel: bool) -> Option<(Verdict, boo
             let ok = region.sctp_crc(frame)? == region.sctp_stored(frame)?;
             Some((if ok { Verdict::Good } else { Verdict::Bad }, false))
         }
-        ip_proto::UDP if calc::be16(frame, region.field)? == 0 => match kind {
+        ip_proto::UDP if read_u16(frame, region.field)? == 0 => match kind {
             L3Kind::Ipv4 => Some((Verdict::None, true)),
             L3Kind::Ipv6 if udp_tunnel => Some((Verdict::None, true)),
             L3Kind::Ipv6 => Some((Verdict::Bad, false)),

@@ -22,6 +22,7 @@
 
 use crate::meta::{l4_csum_field, CsumStatus, GsoType, Level, OffloadMeta, Slot};
 use core::fmt;
+use sluice_wire::bytes::{read_u16, read_u16_le, write_bytes, write_u16_le};
 use sluice_wire::{ip_proto, L3Kind, Layout, TunnelKind};
 
 /// `flags`: the L4 checksum is partial; the receiver fills it from `csum_start`.
@@ -220,17 +221,15 @@ impl fmt::Display for VirtioError {
 
 impl std::error::Error for VirtioError {}
 
+/// The little-endian `u16` at `at` of a header already cut to its format's size (so in range),
+/// or 0.
 fn le16(b: &[u8], at: usize) -> u16 {
-    match b.get(at..at + 2) {
-        Some(&[x, y]) => u16::from_le_bytes([x, y]),
-        _ => 0,
-    }
+    read_u16_le(b, at).unwrap_or(0)
 }
 
-fn put16(b: &mut [u8], at: usize, v: u16) {
-    if let Some(d) = b.get_mut(at..at + 2) {
-        d.copy_from_slice(&v.to_le_bytes());
-    }
+/// Whether the big-endian `u16` field at `at` of `frame` (a UDP checksum) is present and not zero.
+fn nonzero16(frame: &[u8], at: usize) -> bool {
+    read_u16(frame, at).is_some_and(|v| v != 0)
 }
 
 impl VirtioNetHdr {
@@ -288,24 +287,35 @@ impl VirtioNetHdr {
                 "num_buffers needs a v1 header",
             ));
         }
-        b.fill(0);
-        if let Some(x) = b.get_mut(0) {
-            *x = self.flags;
+        // `b` is exactly `need` bytes, and each field below is written only by the formats
+        // that have it, so no write can fail; the error is kept rather than assumed.
+        let short = |_| VirtioError::Short { need, have };
+        write_bytes(b, 0, &[self.flags, self.gso_type]).map_err(short)?;
+        let common = [
+            self.hdr_len,
+            self.gso_size,
+            self.csum_start,
+            self.csum_offset,
+        ];
+        for (i, v) in common.into_iter().enumerate() {
+            write_u16_le(b, 2 + 2 * i, v).map_err(short)?;
         }
-        if let Some(x) = b.get_mut(1) {
-            *x = self.gso_type;
+        if need >= 12 {
+            write_u16_le(b, 10, self.num_buffers).map_err(short)?;
         }
-        put16(b, 2, self.hdr_len);
-        put16(b, 4, self.gso_size);
-        put16(b, 6, self.csum_start);
-        put16(b, 8, self.csum_offset);
-        put16(b, 10, self.num_buffers);
-        put16(b, 12, self.hash_value as u16);
-        put16(b, 14, (self.hash_value >> 16) as u16);
-        put16(b, 16, self.hash_report);
-        put16(b, 18, self.padding);
-        put16(b, 20, self.outer_th_offset);
-        put16(b, 22, self.inner_nh_offset);
+        if need >= 24 {
+            let v1_hash_tunnel = [
+                self.hash_value as u16,
+                (self.hash_value >> 16) as u16,
+                self.hash_report,
+                self.padding,
+                self.outer_th_offset,
+                self.inner_nh_offset,
+            ];
+            for (i, v) in v1_hash_tunnel.into_iter().enumerate() {
+                write_u16_le(b, 12 + 2 * i, v).map_err(short)?;
+            }
+        }
         Ok(need)
     }
 
@@ -323,6 +333,33 @@ impl VirtioNetHdr {
         frame: &[u8],
         layout: &Layout,
     ) -> Result<OffloadMeta, VirtioError> {
+        let (gso, tbits, ecn) = self.gso_request(fmt)?;
+        let mut meta = OffloadMeta::from_layout(layout);
+        let gso_level = self.gso_level(&meta, tbits)?;
+        self.check_hdr_len(frame, &meta, gso, gso_level, tbits)?;
+        self.apply_needs_csum(&mut meta, frame.len(), tbits)?;
+        if self.flags & F_DATA_VALID != 0 {
+            // Linux: CHECKSUM_UNNECESSARY, csum_level 1 (inner too) with UDP_TUNNEL_CSUM.
+            meta.rx_checksum_unnecessary(self.flags & F_UDP_TUNNEL_CSUM != 0);
+        }
+        if tbits != 0 && self.flags & F_UDP_TUNNEL_CSUM == 0 {
+            // The outer UDP checksum is not in use: it must be zero in the frame.
+            let o = meta.offsets().outer_l4.map(usize::from).unwrap_or(0);
+            if nonzero16(frame, o + 6) {
+                return Err(VirtioError::TunnelBits(
+                    "outer UDP checksum set without UDP_TUNNEL_CSUM",
+                ));
+            }
+        }
+        meta.set_gso(gso, self.gso_size, ecn)
+            .map_err(|_| VirtioError::GsoSizeZero)?;
+        Ok(meta)
+    }
+
+    /// The flags and GSO type on their own: known flags, a known type, tunnel bits only with
+    /// the 24-byte header and an inner TCP/USO type, ECN only with TCP, a segment size with GSO.
+    /// Returns the GSO type, the tunnel bits and the ECN bit.
+    fn gso_request(&self, fmt: HdrFormat) -> Result<(GsoType, u8, bool), VirtioError> {
         let known = F_NEEDS_CSUM
             | F_DATA_VALID
             | if fmt == HdrFormat::V1HashTunnel {
@@ -376,12 +413,13 @@ impl VirtioNetHdr {
         if gso != GsoType::None && self.gso_size == 0 {
             return Err(VirtioError::GsoSizeZero);
         }
+        Ok((gso, tbits, ecn))
+    }
 
-        let mut meta = OffloadMeta::from_layout(layout);
-        let len = frame.len();
-
-        // Tunnel offsets and the level the GSO type describes.
-        let gso_level = if tbits != 0 {
+    /// Which header stack the GSO type describes (the inner one with tunnel bits), with the
+    /// tunnel offsets checked against the frame.
+    fn gso_level(&self, meta: &OffloadMeta, tbits: u8) -> Result<Level, VirtioError> {
+        if tbits != 0 {
             let udp_tunnel = matches!(meta.tunnel(), Some(TunnelKind::Vxlan | TunnelKind::Geneve));
             let o = meta.offsets();
             let outer_ok = match tbits {
@@ -403,16 +441,28 @@ impl VirtioNetHdr {
                     inner_nh_offset: self.inner_nh_offset,
                 });
             }
-            Level::Inner
+            Ok(Level::Inner)
         } else {
             if self.outer_th_offset != 0 || self.inner_nh_offset != 0 {
                 return Err(VirtioError::TunnelBits(
                     "tunnel offsets without a tunnel GSO type",
                 ));
             }
-            Level::Outer
-        };
+            Ok(Level::Outer)
+        }
+    }
 
+    /// The GSO type matches the headers at `gso_level`, and `hdr_len` covers them and lies
+    /// within the frame.
+    fn check_hdr_len(
+        &self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        gso: GsoType,
+        gso_level: Level,
+        tbits: u8,
+    ) -> Result<(), VirtioError> {
+        let len = frame.len();
         if gso != GsoType::None {
             let l3 = meta.l3_kind(gso_level);
             let l4 = meta.l4_proto(gso_level);
@@ -435,7 +485,7 @@ impl VirtioNetHdr {
                     "UDP tunnel GSO needs NEEDS_CSUM on the inner L4",
                 ));
             }
-            let headers = l4_header_end(frame, &meta, gso_level).unwrap_or(usize::MAX);
+            let headers = l4_header_end(frame, meta, gso_level).unwrap_or(usize::MAX);
             if usize::from(self.hdr_len) < headers || usize::from(self.hdr_len) > len {
                 return Err(VirtioError::HdrLen {
                     hdr_len: self.hdr_len,
@@ -450,54 +500,49 @@ impl VirtioNetHdr {
                 len,
             });
         }
+        Ok(())
+    }
 
-        if self.flags & F_NEEDS_CSUM != 0 {
-            let end = usize::from(self.csum_start) + usize::from(self.csum_offset) + 2;
-            if end > len {
-                return Err(VirtioError::CsumBeyondFrame {
-                    csum_start: self.csum_start,
-                    csum_offset: self.csum_offset,
-                    len,
-                });
-            }
-            let level = [Level::Inner, Level::Outer]
-                .into_iter()
-                .find(|&l| {
-                    (l == Level::Outer || meta.tunnel().is_some())
-                        && meta.offsets().l4(l) == Some(self.csum_start)
-                })
-                .ok_or(VirtioError::CsumStartNotL4(self.csum_start))?;
-            let proto = meta.l4_proto(level).unwrap_or(0);
-            if l4_csum_field(proto) != Some(self.csum_offset) {
-                return Err(VirtioError::CsumOffsetMismatch {
-                    proto,
-                    csum_offset: self.csum_offset,
-                });
-            }
-            if tbits != 0 && level != Level::Inner {
-                return Err(VirtioError::GsoMismatch(
-                    "UDP tunnel GSO: csum_start must be the inner L4 header",
-                ));
-            }
-            meta.rx_needs_csum(self.csum_start, self.csum_offset)
-                .map_err(|_| VirtioError::CsumStartNotL4(self.csum_start))?;
+    /// `NEEDS_CSUM`: the checksum location must be an L4 header's checksum field (the inner one
+    /// with tunnel bits); it becomes a partial L4 checksum in `meta`.
+    fn apply_needs_csum(
+        &self,
+        meta: &mut OffloadMeta,
+        len: usize,
+        tbits: u8,
+    ) -> Result<(), VirtioError> {
+        if self.flags & F_NEEDS_CSUM == 0 {
+            return Ok(());
         }
-        if self.flags & F_DATA_VALID != 0 {
-            // Linux: CHECKSUM_UNNECESSARY, csum_level 1 (inner too) with UDP_TUNNEL_CSUM.
-            meta.rx_checksum_unnecessary(self.flags & F_UDP_TUNNEL_CSUM != 0);
+        let end = usize::from(self.csum_start) + usize::from(self.csum_offset) + 2;
+        if end > len {
+            return Err(VirtioError::CsumBeyondFrame {
+                csum_start: self.csum_start,
+                csum_offset: self.csum_offset,
+                len,
+            });
         }
-        if tbits != 0 && self.flags & F_UDP_TUNNEL_CSUM == 0 {
-            // The outer UDP checksum is not in use: it must be zero in the frame.
-            let o = meta.offsets().outer_l4.map(usize::from).unwrap_or(0);
-            if le16(frame, o + 6) != 0 {
-                return Err(VirtioError::TunnelBits(
-                    "outer UDP checksum set without UDP_TUNNEL_CSUM",
-                ));
-            }
+        let level = [Level::Inner, Level::Outer]
+            .into_iter()
+            .find(|&l| {
+                (l == Level::Outer || meta.tunnel().is_some())
+                    && meta.offsets().l4(l) == Some(self.csum_start)
+            })
+            .ok_or(VirtioError::CsumStartNotL4(self.csum_start))?;
+        let proto = meta.l4_proto(level).unwrap_or(0);
+        if l4_csum_field(proto) != Some(self.csum_offset) {
+            return Err(VirtioError::CsumOffsetMismatch {
+                proto,
+                csum_offset: self.csum_offset,
+            });
         }
-        meta.set_gso(gso, self.gso_size, ecn)
-            .map_err(|_| VirtioError::GsoSizeZero)?;
-        Ok(meta)
+        if tbits != 0 && level != Level::Inner {
+            return Err(VirtioError::GsoMismatch(
+                "UDP tunnel GSO: csum_start must be the inner L4 header",
+            ));
+        }
+        meta.rx_needs_csum(self.csum_start, self.csum_offset)
+            .map_err(|_| VirtioError::CsumStartNotL4(self.csum_start))
     }
 
     /// The header that describes `meta` for `frame`, in format `fmt`: a partial L4 checksum
@@ -575,7 +620,7 @@ impl VirtioNetHdr {
                 // The outer UDP checksum is in use when its field is not zero.
                 let outer_csum = o
                     .outer_l4
-                    .is_some_and(|at| le16(frame, usize::from(at) + 6) != 0);
+                    .is_some_and(|at| nonzero16(frame, usize::from(at) + 6));
                 if outer_csum && !meta.csum_absent(Level::Outer) {
                     h.flags |= F_UDP_TUNNEL_CSUM;
                 }

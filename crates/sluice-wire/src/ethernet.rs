@@ -3,14 +3,15 @@
 //! The view is called `Frame` (not `Packet`, as in the other header modules) because that is what
 //! an Ethernet unit is called. [`Frame::new_checked`] guarantees the buffer holds the 14-byte
 //! header; after that no accessor panics. Accessors on a view made with [`Frame::new_unchecked`]
-//! over a short buffer never panic either: reads of missing bytes return zero and writes to them are
-//! dropped, so a too-short buffer yields wrong values, never a crash.
+//! over a short buffer never panic either: reads of missing bytes return zero, and a setter whose
+//! field does not fit returns [`OutOfRange`] without writing.
 
+use crate::bytes::OutOfRange;
 use crate::error::ParseError;
 use crate::layout::Layer;
 use core::fmt;
 
-use crate::bytes::{array_at, range, range_mut, set_bytes, set_u16, u16_at};
+use crate::view::{array_at, range, range_mut, set_bytes, set_u16, u16_at};
 
 /// Byte ranges of the Ethernet II header.
 mod field {
@@ -85,7 +86,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
 
     /// Checks that the buffer holds the 14-byte header (`Reason::Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
-        crate::bytes::need(Layer::Eth, HEADER_LEN, self.buffer.as_ref().len())
+        crate::view::need(Layer::Eth, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.
@@ -121,18 +122,21 @@ impl<T: AsRef<[u8]>> Frame<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     /// Sets the destination address.
-    pub fn set_dst_addr(&mut self, addr: Address) {
-        set_bytes(self.buffer.as_mut(), field::DESTINATION.start, &addr.0);
+    pub fn set_dst_addr(&mut self, addr: Address) -> Result<(), OutOfRange> {
+        set_bytes(self.buffer.as_mut(), field::DESTINATION.start, &addr.0)?;
+        Ok(())
     }
 
     /// Sets the source address.
-    pub fn set_src_addr(&mut self, addr: Address) {
-        set_bytes(self.buffer.as_mut(), field::SOURCE.start, &addr.0);
+    pub fn set_src_addr(&mut self, addr: Address) -> Result<(), OutOfRange> {
+        set_bytes(self.buffer.as_mut(), field::SOURCE.start, &addr.0)?;
+        Ok(())
     }
 
     /// Sets the EtherType.
-    pub fn set_ethertype(&mut self, ethertype: u16) {
-        set_u16(self.buffer.as_mut(), field::ETHERTYPE, ethertype);
+    pub fn set_ethertype(&mut self, ethertype: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::ETHERTYPE, ethertype)?;
+        Ok(())
     }
 
     /// The bytes after the header, mutably.
@@ -179,12 +183,16 @@ impl Repr {
         HEADER_LEN
     }
 
-    /// Writes the header into the first [`HEADER_LEN`] bytes of `frame` (which must be that long;
-    /// bytes that do not fit are dropped).
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut Frame<T>) {
-        frame.set_dst_addr(self.dst_addr);
-        frame.set_src_addr(self.src_addr);
-        frame.set_ethertype(self.ethertype);
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `frame` (which must be that long:
+    /// [`OutOfRange`] at the first field that does not fit).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        frame: &mut Frame<T>,
+    ) -> Result<(), OutOfRange> {
+        frame.set_dst_addr(self.dst_addr)?;
+        frame.set_src_addr(self.src_addr)?;
+        frame.set_ethertype(self.ethertype)?;
+        Ok(())
     }
 }
 
@@ -234,7 +242,7 @@ mod tests {
         let mut buf = [0u8; 18];
         buf[14..].copy_from_slice(&FRAME_BYTES[14..]);
         let mut frame = Frame::new_unchecked(&mut buf[..]);
-        REPR.emit(&mut frame);
+        REPR.emit(&mut frame).unwrap();
         assert_eq!(frame.payload_mut().len(), 4);
         assert_eq!(buf, FRAME_BYTES);
     }
@@ -253,12 +261,28 @@ mod tests {
     }
 
     #[test]
-    fn unchecked_short_buffer_does_not_panic() {
-        let mut buf = [0u8; 3];
-        let mut frame = Frame::new_unchecked(&mut buf[..]);
-        frame.set_ethertype(0x0800);
+    fn unchecked_short_buffer_reads_zero() {
+        let buf = [0xffu8; 3];
+        let frame = Frame::new_unchecked(&buf[..]);
         assert_eq!(frame.ethertype(), 0);
         assert!(frame.payload().is_empty());
+    }
+
+    /// A setter out of range (only possible on a short `new_unchecked` buffer) is an error, and
+    /// writes nothing.
+    #[test]
+    fn unchecked_short_buffer_write_is_an_error() {
+        let mut buf = [7u8; 3];
+        let mut frame = Frame::new_unchecked(&mut buf[..]);
+        let e = frame.set_ethertype(0x0800).unwrap_err();
+        assert_eq!((e.at, e.len, e.buf_len), (12, 2, 3));
+        let repr = Repr {
+            src_addr: Address([1; 6]),
+            dst_addr: Address([2; 6]),
+            ethertype: 0x86dd,
+        };
+        assert!(repr.emit(&mut frame).is_err());
+        assert_eq!(buf, [7; 3]);
     }
 
     proptest! {
@@ -274,7 +298,7 @@ mod tests {
         fn repr_round_trips(src in any::<[u8; 6]>(), dst in any::<[u8; 6]>(), ty in any::<u16>()) {
             let repr = Repr { src_addr: Address(src), dst_addr: Address(dst), ethertype: ty };
             let mut buf = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut Frame::new_unchecked(&mut buf[..]));
+            repr.emit(&mut Frame::new_unchecked(&mut buf[..])).unwrap();
             prop_assert_eq!(Repr::parse(&Frame::new_checked(&buf[..]).unwrap()).unwrap(), repr);
         }
     }

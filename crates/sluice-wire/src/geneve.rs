@@ -8,11 +8,12 @@
 //! it succeeds no accessor panics. Options that run past the option area are reported by
 //! [`options`] and [`Repr::parse`] as `Reason::GeneveOptionOverflow`.
 
-use crate::bytes::{self, range, range_mut, set_bytes, set_u16, set_u24, set_u8};
-use crate::bytes::{u16_at, u24_at, u8_at};
+use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::ipv4::OptionBuf;
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_bytes, set_u16, set_u24, set_u8};
+use crate::view::{u16_at, u24_at, u8_at};
 
 /// Byte offsets of the Geneve header and of an option header.
 mod field {
@@ -73,10 +74,10 @@ impl GeneveOption<'_> {
         }
         let len = self.buffer_len();
         let out = buf.get_mut(..len)?;
-        set_u16(out, field::OPT_CLASS, self.class);
-        set_u8(out, field::OPT_TYPE, self.opt_type);
-        set_u8(out, field::OPT_LEN, (self.data.len() / 4) as u8);
-        set_bytes(out, field::OPT_DATA, self.data);
+        set_u16(out, field::OPT_CLASS, self.class).ok()?;
+        set_u8(out, field::OPT_TYPE, self.opt_type).ok()?;
+        set_u8(out, field::OPT_LEN, (self.data.len() / 4) as u8).ok()?;
+        set_bytes(out, field::OPT_DATA, self.data).ok()?;
         Some(len)
     }
 }
@@ -125,6 +126,21 @@ impl<'a> Iterator for OptionIter<'a> {
     }
 }
 
+/// Whether the option TLVs fill `bytes` exactly (the rule of [`options`]: each option's 4-byte
+/// header and data within `bytes`, the reserved length bits ignored). The parser's check, without
+/// building the items.
+#[inline]
+pub fn options_fit(mut bytes: &[u8]) -> bool {
+    while let Some(header) = bytes.first_chunk::<{ field::OPT_DATA }>() {
+        let len = field::OPT_DATA + usize::from(header[field::OPT_LEN] & 0x1f) * 4;
+        match bytes.get(len..) {
+            Some(rest) => bytes = rest,
+            None => return false,
+        }
+    }
+    bytes.is_empty()
+}
+
 /// Encodes `opts` into an option area; `None` when one is malformed (see [`GeneveOption::emit`])
 /// or they need more than 252 bytes.
 pub fn build_options(opts: &[GeneveOption<'_>]) -> Option<Options> {
@@ -161,9 +177,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// length runs past the buffer. The version is checked by [`Repr::parse`].
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Geneve, HEADER_LEN, have)?;
+        view::need(Layer::Geneve, HEADER_LEN, have)?;
         if self.header_len() > have {
-            return Err(bytes::err(Layer::Geneve, Reason::GeneveOptionOverflow));
+            return Err(view::err(Layer::Geneve, Reason::GeneveOptionOverflow));
         }
         Ok(())
     }
@@ -226,41 +242,48 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the version (low 2 bits).
-    pub fn set_version(&mut self, version: u8) {
+    pub fn set_version(&mut self, version: u8) -> Result<(), OutOfRange> {
         let b = (version << 6) | self.opt_len();
-        set_u8(self.buffer.as_mut(), field::VER_OPT_LEN, b);
+        set_u8(self.buffer.as_mut(), field::VER_OPT_LEN, b)?;
+        Ok(())
     }
 
     /// Sets the option length in 4-byte words (low 6 bits).
-    pub fn set_opt_len(&mut self, words: u8) {
+    pub fn set_opt_len(&mut self, words: u8) -> Result<(), OutOfRange> {
         let b = (self.version() << 6) | (words & 0x3f);
-        set_u8(self.buffer.as_mut(), field::VER_OPT_LEN, b);
+        set_u8(self.buffer.as_mut(), field::VER_OPT_LEN, b)?;
+        Ok(())
     }
 
-    fn set_flag(&mut self, flag: u8, on: bool) {
+    fn set_flag(&mut self, flag: u8, on: bool) -> Result<(), OutOfRange> {
         let old = u8_at(self.buffer.as_ref(), field::FLAGS);
         let b = if on { old | flag } else { old & !flag };
-        set_u8(self.buffer.as_mut(), field::FLAGS, b);
+        set_u8(self.buffer.as_mut(), field::FLAGS, b)?;
+        Ok(())
     }
 
     /// Sets the O flag.
-    pub fn set_oam(&mut self, oam: bool) {
-        self.set_flag(FLAG_OAM, oam);
+    pub fn set_oam(&mut self, oam: bool) -> Result<(), OutOfRange> {
+        self.set_flag(FLAG_OAM, oam)?;
+        Ok(())
     }
 
     /// Sets the C flag.
-    pub fn set_critical(&mut self, critical: bool) {
-        self.set_flag(FLAG_CRITICAL, critical);
+    pub fn set_critical(&mut self, critical: bool) -> Result<(), OutOfRange> {
+        self.set_flag(FLAG_CRITICAL, critical)?;
+        Ok(())
     }
 
     /// Sets the protocol type.
-    pub fn set_protocol_type(&mut self, protocol: u16) {
-        set_u16(self.buffer.as_mut(), field::PROTOCOL, protocol);
+    pub fn set_protocol_type(&mut self, protocol: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::PROTOCOL, protocol)?;
+        Ok(())
     }
 
     /// Sets the VNI (low 24 bits).
-    pub fn set_vni(&mut self, vni: u32) {
-        set_u24(self.buffer.as_mut(), field::VNI, vni);
+    pub fn set_vni(&mut self, vni: u32) -> Result<(), OutOfRange> {
+        set_u24(self.buffer.as_mut(), field::VNI, vni)?;
+        Ok(())
     }
 
     /// The option area, mutably.
@@ -298,10 +321,7 @@ impl Repr {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr, ParseError> {
         packet.check_len()?;
         if packet.version() != 0 {
-            return Err(bytes::err(
-                Layer::Geneve,
-                Reason::BadField("geneve version"),
-            ));
+            return Err(view::err(Layer::Geneve, Reason::BadField("geneve version")));
         }
         for opt in packet.options_iter() {
             opt.map_err(|e| ParseError {
@@ -310,7 +330,7 @@ impl Repr {
             })?;
         }
         let options = Options::new(packet.options())
-            .ok_or(bytes::err(Layer::Geneve, Reason::GeneveOptionOverflow))?;
+            .ok_or(view::err(Layer::Geneve, Reason::GeneveOptionOverflow))?;
         Ok(Repr {
             oam: packet.oam(),
             critical: packet.critical(),
@@ -337,19 +357,23 @@ impl Repr {
 
     /// Writes the header and options (version 0, reserved bits zero) into `packet`, which must
     /// hold [`Repr::header_len`] bytes. Only the low 24 bits of `vni` are written.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        set_bytes(packet.buffer.as_mut(), 0, &[0; HEADER_LEN]);
-        packet.set_opt_len((self.options.len() / 4) as u8);
-        packet.set_oam(self.oam);
-        packet.set_critical(self.critical);
-        packet.set_protocol_type(self.protocol_type);
-        packet.set_vni(self.vni);
-        set_u8(packet.buffer.as_mut(), field::RESERVED, 0);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+    ) -> Result<(), OutOfRange> {
+        set_bytes(packet.buffer.as_mut(), 0, &[0; HEADER_LEN])?;
+        packet.set_opt_len((self.options.len() / 4) as u8)?;
+        packet.set_oam(self.oam)?;
+        packet.set_critical(self.critical)?;
+        packet.set_protocol_type(self.protocol_type)?;
+        packet.set_vni(self.vni)?;
+        set_u8(packet.buffer.as_mut(), field::RESERVED, 0)?;
         set_bytes(
             packet.buffer.as_mut(),
             field::OPTIONS,
             self.options.as_slice(),
-        );
+        )?;
+        Ok(())
     }
 }
 
@@ -358,6 +382,36 @@ mod tests {
     use super::*;
     use crate::ethertype;
     use proptest::prelude::*;
+
+    /// The parser's check agrees with the option iterator on every option area made of 0–3
+    /// options of 0–2 data words, cut or extended by a few bytes.
+    #[test]
+    fn options_fit_agrees_with_the_iterator() {
+        let mut areas = vec![vec![]];
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for a in &areas {
+                for words in 0..3u8 {
+                    let mut t = a.clone();
+                    t.extend_from_slice(&[0x01, 0x02, 0x80, words | 0xe0]);
+                    t.extend(std::iter::repeat_n(0xaa, usize::from(words) * 4));
+                    next.push(t);
+                }
+            }
+            areas.extend(next);
+        }
+        for a in &areas {
+            for cut in 0..a.len().min(6) {
+                let b = &a[..a.len() - cut];
+                assert_eq!(options_fit(b), options(b).all(|o| o.is_ok()), "{b:?}");
+            }
+            let mut longer = a.clone();
+            longer.extend_from_slice(&[0, 0]);
+            assert_eq!(options_fit(&longer), options(&longer).all(|o| o.is_ok()));
+            assert!(options_fit(a));
+        }
+        assert!(!options_fit(&[0, 1, 2, 1]));
+    }
 
     /// Geneve carrying Ethernet, VNI 0x123456, C flag, two options (20 bytes, opt_len 5):
     /// class 0x0102 type 0x80 (critical) with 4 data bytes, class 0xffff type 0x01 with 8, then
@@ -414,7 +468,7 @@ mod tests {
         let mut buf = [0xaau8; 30];
         buf[28..].copy_from_slice(&[0x02, 0x00]);
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        repr().emit(&mut p);
+        repr().emit(&mut p).unwrap();
         assert_eq!(p.payload_mut().len(), 2);
         assert_eq!(buf, PACKET_BYTES);
     }
@@ -423,9 +477,9 @@ mod tests {
     fn setters() {
         let mut buf = PACKET_BYTES;
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        p.set_oam(true);
-        p.set_critical(false);
-        p.set_version(1);
+        p.set_oam(true).unwrap();
+        p.set_critical(false).unwrap();
+        p.set_version(1).unwrap();
         assert!(p.oam() && !p.critical());
         assert_eq!((p.version(), p.opt_len()), (1, 5));
         p.options_mut()[0] = 0;
@@ -496,7 +550,7 @@ mod tests {
             let options = build_options(&opts).unwrap();
             let repr = Repr { oam, critical, protocol_type: proto, vni, options };
             let mut buf = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+            repr.emit(&mut Packet::new_unchecked(&mut buf[..])).unwrap();
             let parsed = Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap();
             prop_assert_eq!(parsed, repr);
             let back: Vec<_> = parsed.options_iter().collect::<Result<_, _>>().unwrap();

@@ -8,9 +8,10 @@
 //! `BadField("gre version")`); it guarantees the whole header is in the buffer, after which no
 //! accessor panics. The checksum is only exposed as a field; computing it is done elsewhere.
 
-use crate::bytes::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
+use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
 
 /// Byte offsets of the fixed part of the GRE header.
 mod field {
@@ -60,14 +61,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// `BadField("gre routing")` when R is set, `BadField("gre version")` for a non-zero version.
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Gre, HEADER_LEN, have)?;
+        view::need(Layer::Gre, HEADER_LEN, have)?;
         if self.routing_present() {
-            return Err(bytes::err(Layer::Gre, Reason::BadField("gre routing")));
+            return Err(view::err(Layer::Gre, Reason::BadField("gre routing")));
         }
         if self.version() != 0 {
-            return Err(bytes::err(Layer::Gre, Reason::BadField("gre version")));
+            return Err(view::err(Layer::Gre, Reason::BadField("gre version")));
         }
-        bytes::need(Layer::Gre, self.header_len(), have)
+        view::need(Layer::Gre, self.header_len(), have)
     }
 
     /// Unwraps the buffer.
@@ -112,16 +113,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Header length in bytes: 4, plus 4 for each of C, K and S.
     pub fn header_len(&self) -> usize {
-        let present = [
-            self.checksum_present(),
-            self.key_present(),
-            self.seq_present(),
-        ];
-        HEADER_LEN + 4 * present.iter().filter(|&&p| p).count()
+        HEADER_LEN + 4 * (self.flags() & (FLAG_C | FLAG_K | FLAG_S)).count_ones() as usize
     }
 
-    fn key_offset(&self) -> usize {
-        field::OPTIONAL + if self.checksum_present() { 4 } else { 0 }
+    /// Offset of the key field (when [`Packet::key_present`]): after the checksum field, if any.
+    pub fn key_offset(&self) -> usize {
+        field::OPTIONAL + 4 * usize::from(self.checksum_present())
     }
 
     fn seq_offset(&self) -> usize {
@@ -155,40 +152,45 @@ impl<T: AsRef<[u8]>> Packet<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the flags-and-version word. Changing C, K or S moves the fields after them: set the
     /// flags first, then the fields.
-    pub fn set_flags(&mut self, flags: u16) {
-        set_u16(self.buffer.as_mut(), field::FLAGS_VERSION, flags);
+    pub fn set_flags(&mut self, flags: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::FLAGS_VERSION, flags)?;
+        Ok(())
     }
 
     /// Sets the protocol type.
-    pub fn set_protocol_type(&mut self, protocol: u16) {
-        set_u16(self.buffer.as_mut(), field::PROTOCOL, protocol);
+    pub fn set_protocol_type(&mut self, protocol: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::PROTOCOL, protocol)?;
+        Ok(())
     }
 
     /// Sets the checksum (and zeroes the reserved field); does nothing unless C is set.
-    pub fn set_checksum(&mut self, checksum: u16) {
+    pub fn set_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
         if self.checksum_present() {
             set_u32(
                 self.buffer.as_mut(),
                 field::OPTIONAL,
                 u32::from(checksum) << 16,
-            );
+            )?;
         }
+        Ok(())
     }
 
     /// Sets the key; does nothing unless K is set.
-    pub fn set_key(&mut self, key: u32) {
+    pub fn set_key(&mut self, key: u32) -> Result<(), OutOfRange> {
         if self.key_present() {
             let at = self.key_offset();
-            set_u32(self.buffer.as_mut(), at, key);
+            set_u32(self.buffer.as_mut(), at, key)?;
         }
+        Ok(())
     }
 
     /// Sets the sequence number; does nothing unless S is set.
-    pub fn set_seq_number(&mut self, seq: u32) {
+    pub fn set_seq_number(&mut self, seq: u32) -> Result<(), OutOfRange> {
         if self.seq_present() {
             let at = self.seq_offset();
-            set_u32(self.buffer.as_mut(), at, seq);
+            set_u32(self.buffer.as_mut(), at, seq)?;
         }
+        Ok(())
     }
 
     /// The payload, mutably.
@@ -243,18 +245,22 @@ impl Repr {
     }
 
     /// Writes the header into `packet`, which must hold [`Repr::header_len`] bytes.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        packet.set_flags(self.flags());
-        packet.set_protocol_type(self.protocol_type);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+    ) -> Result<(), OutOfRange> {
+        packet.set_flags(self.flags())?;
+        packet.set_protocol_type(self.protocol_type)?;
         if let Some(checksum) = self.checksum {
-            packet.set_checksum(checksum);
+            packet.set_checksum(checksum)?;
         }
         if let Some(key) = self.key {
-            packet.set_key(key);
+            packet.set_key(key)?;
         }
         if let Some(seq) = self.seq_number {
-            packet.set_seq_number(seq);
+            packet.set_seq_number(seq)?;
         }
+        Ok(())
     }
 }
 
@@ -307,7 +313,7 @@ mod tests {
         };
         assert_eq!(r, want);
         let mut out = [0u8; 8];
-        r.emit(&mut Packet::new_unchecked(&mut out));
+        r.emit(&mut Packet::new_unchecked(&mut out)).unwrap();
         assert_eq!(out, b);
     }
 
@@ -316,7 +322,7 @@ mod tests {
         let mut buf = [0u8; 17];
         buf[16] = 0x45;
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        REPR.emit(&mut p);
+        REPR.emit(&mut p).unwrap();
         assert_eq!(p.payload_mut(), &[0x45]);
         assert_eq!(buf, PACKET_BYTES);
         assert_eq!(REPR.buffer_len(), 16);
@@ -360,7 +366,7 @@ mod tests {
         ) {
             let repr = Repr { protocol_type: proto, checksum, key, seq_number: seq };
             let mut buf = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+            repr.emit(&mut Packet::new_unchecked(&mut buf[..])).unwrap();
             prop_assert_eq!(Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap(), repr);
         }
     }

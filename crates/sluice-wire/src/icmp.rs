@@ -6,10 +6,11 @@
 //! The checksum is only exposed as a field (ICMPv6's covers a pseudo-header): computing it is the
 //! job of `sluice-checksum`, so [`Repr::emit`] writes it as zero.
 
-use crate::bytes::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
-use crate::bytes::{u16_at, u8_at};
+use crate::bytes::OutOfRange;
 use crate::error::ParseError;
 use crate::layout::Layer;
+use crate::view::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
+use crate::view::{u16_at, u8_at};
 
 /// Byte offsets of the ICMP/ICMPv6 header.
 mod field {
@@ -96,12 +97,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Checks that the 8-byte header is there (`Truncated` for `Layer::Icmp` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
-        bytes::need(Layer::Icmp, HEADER_LEN, self.buffer.as_ref().len())
+        view::need(Layer::Icmp, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Checks that the 8-byte header is there (`Truncated` for `Layer::Icmpv6` otherwise).
     pub fn check_len_v6(&self) -> Result<(), ParseError> {
-        bytes::need(Layer::Icmpv6, HEADER_LEN, self.buffer.as_ref().len())
+        view::need(Layer::Icmpv6, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.
@@ -152,33 +153,39 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the message type.
-    pub fn set_msg_type(&mut self, msg_type: u8) {
-        set_u8(self.buffer.as_mut(), field::TYPE, msg_type);
+    pub fn set_msg_type(&mut self, msg_type: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), field::TYPE, msg_type)?;
+        Ok(())
     }
 
     /// Sets the message code.
-    pub fn set_code(&mut self, code: u8) {
-        set_u8(self.buffer.as_mut(), field::CODE, code);
+    pub fn set_code(&mut self, code: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), field::CODE, code)?;
+        Ok(())
     }
 
     /// Sets the checksum field.
-    pub fn set_checksum(&mut self, checksum: u16) {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum);
+    pub fn set_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
+        Ok(())
     }
 
     /// Sets the 4 rest-of-header bytes.
-    pub fn set_rest_of_header(&mut self, rest: [u8; 4]) {
-        set_bytes(self.buffer.as_mut(), field::REST, &rest);
+    pub fn set_rest_of_header(&mut self, rest: [u8; 4]) -> Result<(), OutOfRange> {
+        set_bytes(self.buffer.as_mut(), field::REST, &rest)?;
+        Ok(())
     }
 
     /// Sets the echo identifier.
-    pub fn set_echo_ident(&mut self, ident: u16) {
-        set_u16(self.buffer.as_mut(), field::ECHO_IDENT, ident);
+    pub fn set_echo_ident(&mut self, ident: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::ECHO_IDENT, ident)?;
+        Ok(())
     }
 
     /// Sets the echo sequence number.
-    pub fn set_echo_seq(&mut self, seq: u16) {
-        set_u16(self.buffer.as_mut(), field::ECHO_SEQ, seq);
+    pub fn set_echo_seq(&mut self, seq: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::ECHO_SEQ, seq)?;
+        Ok(())
     }
 
     /// The message body, mutably.
@@ -230,11 +237,15 @@ impl Repr {
     }
 
     /// Writes the header into `packet` (which must hold 8 bytes); checksum zero.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        packet.set_msg_type(self.msg_type);
-        packet.set_code(self.code);
-        packet.set_checksum(0);
-        packet.set_rest_of_header(self.rest_of_header);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+    ) -> Result<(), OutOfRange> {
+        packet.set_msg_type(self.msg_type)?;
+        packet.set_code(self.code)?;
+        packet.set_checksum(0)?;
+        packet.set_rest_of_header(self.rest_of_header)?;
+        Ok(())
     }
 }
 
@@ -287,9 +298,9 @@ mod tests {
         let mut buf = ECHO_BYTES;
         buf[..8].fill(0);
         let mut q = Packet::new_unchecked(&mut buf[..]);
-        r.emit(&mut q);
+        r.emit(&mut q).unwrap();
         let c = checksum(q.as_ref_bytes());
-        q.set_checksum(c);
+        q.set_checksum(c).unwrap();
         assert_eq!(buf, ECHO_BYTES);
     }
 
@@ -308,14 +319,14 @@ mod tests {
         let mut buf = [0u8; 9];
         buf[8] = 0x60;
         let mut q = Packet::new_unchecked(&mut buf[..]);
-        r.emit(&mut q);
-        q.set_checksum(0xabcd);
+        r.emit(&mut q).unwrap();
+        q.set_checksum(0xabcd).unwrap();
         assert_eq!(q.payload_mut(), &[0x60]);
         assert_eq!(buf, PTB_BYTES);
         let mut q = Packet::new_unchecked(&mut buf[..]);
-        q.set_echo_ident(7);
-        q.set_echo_seq(8);
-        q.set_code(1);
+        q.set_echo_ident(7).unwrap();
+        q.set_echo_seq(8).unwrap();
+        q.set_code(1).unwrap();
         assert_eq!((q.echo_ident(), q.echo_seq(), q.code()), (7, 8, 1));
     }
 
@@ -347,7 +358,7 @@ mod tests {
         fn repr_round_trips(msg_type in any::<u8>(), code in any::<u8>(), rest in any::<[u8; 4]>()) {
             let repr = Repr { msg_type, code, rest_of_header: rest };
             let mut buf = [0u8; HEADER_LEN];
-            repr.emit(&mut Packet::new_unchecked(&mut buf));
+            repr.emit(&mut Packet::new_unchecked(&mut buf)).unwrap();
             prop_assert_eq!(Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap(), repr);
         }
     }

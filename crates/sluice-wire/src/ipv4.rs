@@ -3,7 +3,8 @@
 //! [`Packet::new_checked`] guarantees: at least 20 bytes, IHL ≥ 5, the header (with options) fits
 //! the buffer, and `IHL*4 ≤ total length ≤ buffer length`. After it succeeds no accessor panics;
 //! [`Packet::payload`] is exactly the IP payload (Ethernet padding excluded). Accessors on an
-//! unchecked short buffer read zeros and drop writes rather than panic.
+//! unchecked short buffer read zeros, and setters return [`OutOfRange`] for a field that does not
+//! fit, rather than panic.
 //!
 //! The header checksum is only exposed as a field ([`Packet::header_checksum`]); computing it is
 //! the job of `sluice-checksum`, so [`Repr::emit`] writes it as zero.
@@ -11,10 +12,11 @@
 //! This module also defines [`OptionBuf`], the fixed-capacity owned option bytes used by the
 //! `Repr`s of IPv4, TCP and Geneve.
 
-use crate::bytes::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
-use crate::bytes::{u16_at, u8_at};
+use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
+use crate::view::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
+use crate::view::{u16_at, u8_at};
 use core::net::Ipv4Addr;
 
 /// Byte offsets of the IPv4 header.
@@ -129,7 +131,38 @@ pub fn options(bytes: &[u8]) -> Options<'_> {
 
 /// Checks that `bytes` is a well-formed sequence of option TLVs (see [`options`]).
 pub fn check_options(bytes: &[u8]) -> Result<(), ParseError> {
-    options(bytes).try_for_each(|o| o.map(drop))
+    match options_overrun(bytes) {
+        None => Ok(()),
+        Some(offset) => Err(ParseError {
+            layer: Layer::Ipv4,
+            offset,
+            reason: Reason::OptionOverflow,
+        }),
+    }
+}
+
+/// The offset in `bytes` of the first option TLV that overruns it (its length byte missing,
+/// below 2, or past the end), or `None` when they fit: EOL (0) ends the list, NOP (1) is one
+/// byte, any other option is type, length (counting both), data. The parser's check; the same
+/// rule as [`options`], without building the items.
+#[inline]
+pub fn options_overrun(bytes: &[u8]) -> Option<usize> {
+    let mut rest = bytes;
+    while let Some((&kind, after_kind)) = rest.split_first() {
+        let at = bytes.len() - rest.len();
+        match kind {
+            option_kind::END => return None,
+            option_kind::NOP => rest = after_kind,
+            _ => match after_kind.first() {
+                Some(&len) if len >= 2 => match rest.get(usize::from(len)..) {
+                    Some(after) => rest = after,
+                    None => return Some(at),
+                },
+                _ => return Some(at),
+            },
+        }
+    }
+    None
 }
 
 impl<'a> Iterator for Options<'a> {
@@ -191,19 +224,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// the buffer. The version is checked by [`Repr::parse`].
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Ipv4, HEADER_LEN, have)?;
+        view::need(Layer::Ipv4, HEADER_LEN, have)?;
         if self.ihl() < 5 {
-            return Err(bytes::err(Layer::Ipv4, Reason::BadIhl(self.ihl())));
+            return Err(view::err(Layer::Ipv4, Reason::BadIhl(self.ihl())));
         }
         let header_len = self.header_len();
-        bytes::need(Layer::Ipv4, header_len, have)?;
+        view::need(Layer::Ipv4, header_len, have)?;
         let claimed = usize::from(self.total_len());
         if claimed < header_len || claimed > have {
             let reason = Reason::BadTotalLength {
                 claimed,
                 available: have,
             };
-            return Err(bytes::err(Layer::Ipv4, reason));
+            return Err(view::err(Layer::Ipv4, reason));
         }
         Ok(())
     }
@@ -319,87 +352,102 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the version nibble.
-    pub fn set_version(&mut self, version: u8) {
+    pub fn set_version(&mut self, version: u8) -> Result<(), OutOfRange> {
         let b = (self.ihl() & 0x0f) | (version << 4);
-        set_u8(self.buffer.as_mut(), field::VER_IHL, b);
+        set_u8(self.buffer.as_mut(), field::VER_IHL, b)?;
+        Ok(())
     }
 
     /// Sets the header length in bytes (rounded down to 4-byte words, at most 60).
-    pub fn set_header_len(&mut self, len: usize) {
+    pub fn set_header_len(&mut self, len: usize) -> Result<(), OutOfRange> {
         let ihl = (len / 4).min(15) as u8;
         let b = (self.version() << 4) | ihl;
-        set_u8(self.buffer.as_mut(), field::VER_IHL, b);
+        set_u8(self.buffer.as_mut(), field::VER_IHL, b)?;
+        Ok(())
     }
 
     /// Sets the DSCP (low 6 bits).
-    pub fn set_dscp(&mut self, dscp: u8) {
+    pub fn set_dscp(&mut self, dscp: u8) -> Result<(), OutOfRange> {
         let b = (dscp << 2) | self.ecn();
-        set_u8(self.buffer.as_mut(), field::DSCP_ECN, b);
+        set_u8(self.buffer.as_mut(), field::DSCP_ECN, b)?;
+        Ok(())
     }
 
     /// Sets the ECN bits (low 2 bits).
-    pub fn set_ecn(&mut self, ecn: u8) {
+    pub fn set_ecn(&mut self, ecn: u8) -> Result<(), OutOfRange> {
         let b = (self.tos() & !0x03) | (ecn & 0x03);
-        set_u8(self.buffer.as_mut(), field::DSCP_ECN, b);
+        set_u8(self.buffer.as_mut(), field::DSCP_ECN, b)?;
+        Ok(())
     }
 
     /// Sets the total length.
-    pub fn set_total_len(&mut self, len: u16) {
-        set_u16(self.buffer.as_mut(), field::LENGTH, len);
+    pub fn set_total_len(&mut self, len: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::LENGTH, len)?;
+        Ok(())
     }
 
     /// Sets the identification.
-    pub fn set_ident(&mut self, ident: u16) {
-        set_u16(self.buffer.as_mut(), field::IDENT, ident);
+    pub fn set_ident(&mut self, ident: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::IDENT, ident)?;
+        Ok(())
     }
 
-    fn set_flg_off(&mut self, mask: u16, value: u16) {
+    fn set_flg_off(&mut self, mask: u16, value: u16) -> Result<(), OutOfRange> {
         let old = u16_at(self.buffer.as_ref(), field::FLG_OFF);
         set_u16(
             self.buffer.as_mut(),
             field::FLG_OFF,
             (old & !mask) | (value & mask),
-        );
+        )?;
+        Ok(())
     }
 
     /// Sets the don't-fragment flag.
-    pub fn set_dont_frag(&mut self, df: bool) {
-        self.set_flg_off(FLAG_DF, if df { FLAG_DF } else { 0 });
+    pub fn set_dont_frag(&mut self, df: bool) -> Result<(), OutOfRange> {
+        self.set_flg_off(FLAG_DF, if df { FLAG_DF } else { 0 })?;
+        Ok(())
     }
 
     /// Sets the more-fragments flag.
-    pub fn set_more_frags(&mut self, mf: bool) {
-        self.set_flg_off(FLAG_MF, if mf { FLAG_MF } else { 0 });
+    pub fn set_more_frags(&mut self, mf: bool) -> Result<(), OutOfRange> {
+        self.set_flg_off(FLAG_MF, if mf { FLAG_MF } else { 0 })?;
+        Ok(())
     }
 
     /// Sets the fragment offset in bytes (rounded down to a multiple of 8).
-    pub fn set_frag_offset(&mut self, offset: u16) {
-        self.set_flg_off(OFFSET_MASK, offset >> 3);
+    pub fn set_frag_offset(&mut self, offset: u16) -> Result<(), OutOfRange> {
+        self.set_flg_off(OFFSET_MASK, offset >> 3)?;
+        Ok(())
     }
 
     /// Sets the time to live.
-    pub fn set_ttl(&mut self, ttl: u8) {
-        set_u8(self.buffer.as_mut(), field::TTL, ttl);
+    pub fn set_ttl(&mut self, ttl: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), field::TTL, ttl)?;
+        Ok(())
     }
 
     /// Sets the protocol.
-    pub fn set_protocol(&mut self, protocol: u8) {
-        set_u8(self.buffer.as_mut(), field::PROTOCOL, protocol);
+    pub fn set_protocol(&mut self, protocol: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), field::PROTOCOL, protocol)?;
+        Ok(())
     }
 
     /// Sets the header checksum field.
-    pub fn set_header_checksum(&mut self, checksum: u16) {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum);
+    pub fn set_header_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
+        Ok(())
     }
 
     /// Sets the source address.
-    pub fn set_src_addr(&mut self, addr: Ipv4Addr) {
-        set_bytes(self.buffer.as_mut(), field::SRC_ADDR, &addr.octets());
+    pub fn set_src_addr(&mut self, addr: Ipv4Addr) -> Result<(), OutOfRange> {
+        set_bytes(self.buffer.as_mut(), field::SRC_ADDR, &addr.octets())?;
+        Ok(())
     }
 
     /// Sets the destination address.
-    pub fn set_dst_addr(&mut self, addr: Ipv4Addr) {
-        set_bytes(self.buffer.as_mut(), field::DST_ADDR, &addr.octets());
+    pub fn set_dst_addr(&mut self, addr: Ipv4Addr) -> Result<(), OutOfRange> {
+        set_bytes(self.buffer.as_mut(), field::DST_ADDR, &addr.octets())?;
+        Ok(())
     }
 
     /// The option bytes, mutably.
@@ -451,17 +499,14 @@ impl Repr {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr, ParseError> {
         packet.check_len()?;
         if packet.version() != 4 {
-            return Err(bytes::err(
-                Layer::Ipv4,
-                Reason::BadVersion(packet.version()),
-            ));
+            return Err(view::err(Layer::Ipv4, Reason::BadVersion(packet.version())));
         }
         check_options(packet.options()).map_err(|e| ParseError {
             offset: e.offset + HEADER_LEN,
             ..e
         })?;
         let options = OptionBuf::new(packet.options())
-            .ok_or(bytes::err(Layer::Ipv4, Reason::OptionOverflow))?;
+            .ok_or(view::err(Layer::Ipv4, Reason::OptionOverflow))?;
         Ok(Repr {
             src_addr: packet.src_addr(),
             dst_addr: packet.dst_addr(),
@@ -488,31 +533,35 @@ impl Repr {
         self.header_len() + self.payload_len
     }
 
-    /// Writes the header into `packet` (which must hold [`Repr::header_len`] bytes; bytes that do
-    /// not fit are dropped). The total length is `buffer_len()` (saturated at 65535: keep
+    /// Writes the header into `packet` (which must hold [`Repr::header_len`] bytes: [`OutOfRange`]
+    /// at the first field that does not fit). The total length is `buffer_len()` (saturated at 65535: keep
     /// `payload_len` within bounds); the header checksum is written as zero for the caller to fill
     /// in. The payload is left alone.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        packet.set_version(4);
-        packet.set_header_len(self.header_len());
-        packet.set_dscp(self.dscp);
-        packet.set_ecn(self.ecn);
-        packet.set_total_len(u16::try_from(self.buffer_len()).unwrap_or(u16::MAX));
-        packet.set_ident(self.ident);
-        set_u16(packet.buffer.as_mut(), field::FLG_OFF, 0);
-        packet.set_dont_frag(self.dont_frag);
-        packet.set_more_frags(self.more_frags);
-        packet.set_frag_offset(self.frag_offset);
-        packet.set_ttl(self.ttl);
-        packet.set_protocol(self.protocol);
-        packet.set_header_checksum(0);
-        packet.set_src_addr(self.src_addr);
-        packet.set_dst_addr(self.dst_addr);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+    ) -> Result<(), OutOfRange> {
+        packet.set_version(4)?;
+        packet.set_header_len(self.header_len())?;
+        packet.set_dscp(self.dscp)?;
+        packet.set_ecn(self.ecn)?;
+        packet.set_total_len(u16::try_from(self.buffer_len()).unwrap_or(u16::MAX))?;
+        packet.set_ident(self.ident)?;
+        set_u16(packet.buffer.as_mut(), field::FLG_OFF, 0)?;
+        packet.set_dont_frag(self.dont_frag)?;
+        packet.set_more_frags(self.more_frags)?;
+        packet.set_frag_offset(self.frag_offset)?;
+        packet.set_ttl(self.ttl)?;
+        packet.set_protocol(self.protocol)?;
+        packet.set_header_checksum(0)?;
+        packet.set_src_addr(self.src_addr)?;
+        packet.set_dst_addr(self.dst_addr)?;
         set_bytes(
             packet.buffer.as_mut(),
             field::OPTIONS,
             self.options.as_slice(),
-        );
+        )?;
+        Ok(())
     }
 }
 
@@ -521,6 +570,31 @@ mod tests {
     use super::*;
     use crate::ip_proto;
     use proptest::prelude::*;
+
+    /// The parser's walker agrees with the option iterator, offset included, on every string
+    /// over a small alphabet of kinds and lengths (up to 4 bytes).
+    #[test]
+    fn options_overrun_agrees_with_the_iterator() {
+        let alphabet = [0u8, 1, 2, 3, 4, 7, 0x94];
+        let mut strings = vec![vec![]];
+        for len in 1..=4 {
+            let mut next = Vec::new();
+            for s in strings.iter().filter(|s| s.len() == len - 1) {
+                for &b in &alphabet {
+                    let mut t = s.clone();
+                    t.push(b);
+                    next.push(t);
+                }
+            }
+            strings.extend(next);
+        }
+        for s in &strings {
+            let from_iter = options(s).find_map(Result::err).map(|e| e.offset);
+            assert_eq!(options_overrun(s), from_iter, "{s:?}");
+        }
+        assert_eq!(options_overrun(&[1, 1, 7, 3]), Some(2));
+        assert_eq!(options_overrun(&[0, 7]), None);
+    }
 
     /// RFC 1071 checksum over `data` (test-only; the real one lives in `sluice-checksum`).
     fn checksum(data: &[u8]) -> u16 {
@@ -606,10 +680,10 @@ mod tests {
         let mut buf = [0u8; 28];
         buf[24..].copy_from_slice(&PACKET_BYTES[24..]);
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        r.emit(&mut p);
+        r.emit(&mut p).unwrap();
         assert_eq!(p.header_checksum(), 0);
         let c = checksum(p.header());
-        p.set_header_checksum(c);
+        p.set_header_checksum(c).unwrap();
         assert_eq!(p.payload_mut().len(), 4);
         assert_eq!(buf, packet_bytes());
         assert_eq!((r.header_len(), r.buffer_len()), (24, 28));
@@ -619,11 +693,11 @@ mod tests {
     fn setters() {
         let mut buf = packet_bytes();
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        p.set_more_frags(true);
-        p.set_frag_offset(1480);
-        p.set_dont_frag(false);
-        p.set_ecn(3);
-        p.set_dscp(10);
+        p.set_more_frags(true).unwrap();
+        p.set_frag_offset(1480).unwrap();
+        p.set_dont_frag(false).unwrap();
+        p.set_ecn(3).unwrap();
+        p.set_dscp(10).unwrap();
         assert!(p.more_frags() && !p.dont_frag());
         assert_eq!((p.frag_offset(), p.ecn(), p.dscp()), (1480, 3, 10));
         p.options_mut().copy_from_slice(&[1, 1, 1, 0]);
@@ -745,7 +819,7 @@ mod tests {
                 options: OptionBuf::new(&options).unwrap(), payload_len,
             };
             let mut buf = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+            repr.emit(&mut Packet::new_unchecked(&mut buf[..])).unwrap();
             prop_assert_eq!(Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap(), repr);
         }
     }

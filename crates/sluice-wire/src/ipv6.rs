@@ -11,14 +11,15 @@
 //! * [`ext_headers`] walks the chain from the fixed header's next header, bounded by a count.
 //!
 //! After `new_checked` succeeds no accessor of these views panics; accessors on unchecked short
-//! buffers read zeros and drop writes. Errors carry offset 0 (or, for the walk, the offset in the
+//! buffers read zeros, and setters return [`OutOfRange`] for a field that does not fit. Errors carry offset 0 (or, for the walk, the offset in the
 //! walked buffer); the caller adds its base offset.
 
-use crate::bytes::{self, array_at, range, range_mut, set_bytes, set_u16, set_u32};
-use crate::bytes::{set_u8, u16_at, u32_at, u8_at};
+use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::ip_proto;
 use crate::layout::Layer;
+use crate::view::{self, array_at, range, range_mut, set_bytes, set_u16, set_u32};
+use crate::view::{set_u8, u16_at, u32_at, u8_at};
 use core::net::Ipv6Addr;
 
 /// Byte offsets of the IPv6 fixed header.
@@ -96,14 +97,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// runs past the buffer. The version is checked by [`Repr::parse`].
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Ipv6, HEADER_LEN, have)?;
+        view::need(Layer::Ipv6, HEADER_LEN, have)?;
         let claimed = HEADER_LEN + usize::from(self.payload_len());
         if claimed > have {
             let reason = Reason::BadTotalLength {
                 claimed,
                 available: have,
             };
-            return Err(bytes::err(Layer::Ipv6, reason));
+            return Err(view::err(Layer::Ipv6, reason));
         }
         Ok(())
     }
@@ -185,49 +186,58 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    fn set_word0(&mut self, mask: u32, value: u32) {
+    fn set_word0(&mut self, mask: u32, value: u32) -> Result<(), OutOfRange> {
         let w = (self.word0() & !mask) | (value & mask);
-        set_u32(self.buffer.as_mut(), field::VER_TC_FLOW, w);
+        set_u32(self.buffer.as_mut(), field::VER_TC_FLOW, w)?;
+        Ok(())
     }
 
     /// Sets the version nibble.
-    pub fn set_version(&mut self, version: u8) {
-        self.set_word0(0xf000_0000, u32::from(version) << 28);
+    pub fn set_version(&mut self, version: u8) -> Result<(), OutOfRange> {
+        self.set_word0(0xf000_0000, u32::from(version) << 28)?;
+        Ok(())
     }
 
     /// Sets the traffic class.
-    pub fn set_traffic_class(&mut self, tc: u8) {
-        self.set_word0(0x0ff0_0000, u32::from(tc) << 20);
+    pub fn set_traffic_class(&mut self, tc: u8) -> Result<(), OutOfRange> {
+        self.set_word0(0x0ff0_0000, u32::from(tc) << 20)?;
+        Ok(())
     }
 
     /// Sets the flow label (low 20 bits).
-    pub fn set_flow_label(&mut self, label: u32) {
-        self.set_word0(0x000f_ffff, label);
+    pub fn set_flow_label(&mut self, label: u32) -> Result<(), OutOfRange> {
+        self.set_word0(0x000f_ffff, label)?;
+        Ok(())
     }
 
     /// Sets the payload length.
-    pub fn set_payload_len(&mut self, len: u16) {
-        set_u16(self.buffer.as_mut(), field::LENGTH, len);
+    pub fn set_payload_len(&mut self, len: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::LENGTH, len)?;
+        Ok(())
     }
 
     /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) {
-        set_u8(self.buffer.as_mut(), field::NXT_HDR, next);
+    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), field::NXT_HDR, next)?;
+        Ok(())
     }
 
     /// Sets the hop limit.
-    pub fn set_hop_limit(&mut self, hop_limit: u8) {
-        set_u8(self.buffer.as_mut(), field::HOP_LIMIT, hop_limit);
+    pub fn set_hop_limit(&mut self, hop_limit: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), field::HOP_LIMIT, hop_limit)?;
+        Ok(())
     }
 
     /// Sets the source address.
-    pub fn set_src_addr(&mut self, addr: Ipv6Addr) {
-        set_bytes(self.buffer.as_mut(), field::SRC_ADDR, &addr.octets());
+    pub fn set_src_addr(&mut self, addr: Ipv6Addr) -> Result<(), OutOfRange> {
+        set_bytes(self.buffer.as_mut(), field::SRC_ADDR, &addr.octets())?;
+        Ok(())
     }
 
     /// Sets the destination address.
-    pub fn set_dst_addr(&mut self, addr: Ipv6Addr) {
-        set_bytes(self.buffer.as_mut(), field::DST_ADDR, &addr.octets());
+    pub fn set_dst_addr(&mut self, addr: Ipv6Addr) -> Result<(), OutOfRange> {
+        set_bytes(self.buffer.as_mut(), field::DST_ADDR, &addr.octets())?;
+        Ok(())
     }
 
     /// The payload, mutably.
@@ -262,10 +272,7 @@ impl Repr {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr, ParseError> {
         packet.check_len()?;
         if packet.version() != 6 {
-            return Err(bytes::err(
-                Layer::Ipv6,
-                Reason::BadVersion(packet.version()),
-            ));
+            return Err(view::err(Layer::Ipv6, Reason::BadVersion(packet.version())));
         }
         Ok(Repr {
             src_addr: packet.src_addr(),
@@ -288,18 +295,22 @@ impl Repr {
         HEADER_LEN + self.payload_len
     }
 
-    /// Writes the fixed header into `packet` (which must hold [`HEADER_LEN`] bytes; bytes that do
-    /// not fit are dropped). The payload length saturates at 65535.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        set_u32(packet.buffer.as_mut(), field::VER_TC_FLOW, 0);
-        packet.set_version(6);
-        packet.set_traffic_class(self.traffic_class);
-        packet.set_flow_label(self.flow_label);
-        packet.set_payload_len(u16::try_from(self.payload_len).unwrap_or(u16::MAX));
-        packet.set_next_header(self.next_header);
-        packet.set_hop_limit(self.hop_limit);
-        packet.set_src_addr(self.src_addr);
-        packet.set_dst_addr(self.dst_addr);
+    /// Writes the fixed header into `packet` (which must hold [`HEADER_LEN`] bytes: [`OutOfRange`]
+    /// at the first field that does not fit). The payload length saturates at 65535.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+    ) -> Result<(), OutOfRange> {
+        set_u32(packet.buffer.as_mut(), field::VER_TC_FLOW, 0)?;
+        packet.set_version(6)?;
+        packet.set_traffic_class(self.traffic_class)?;
+        packet.set_flow_label(self.flow_label)?;
+        packet.set_payload_len(u16::try_from(self.payload_len).unwrap_or(u16::MAX))?;
+        packet.set_next_header(self.next_header)?;
+        packet.set_hop_limit(self.hop_limit)?;
+        packet.set_src_addr(self.src_addr)?;
+        packet.set_dst_addr(self.dst_addr)?;
+        Ok(())
     }
 }
 
@@ -334,9 +345,9 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
     /// than the buffer.
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(EXT_LAYER, EXT_MIN_LEN, have)?;
+        view::need(EXT_LAYER, EXT_MIN_LEN, have)?;
         if self.header_len() > have {
-            return Err(bytes::err(EXT_LAYER, Reason::OptionOverflow));
+            return Err(view::err(EXT_LAYER, Reason::OptionOverflow));
         }
         Ok(())
     }
@@ -384,18 +395,21 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ExtHeader<T> {
     /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) {
-        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next);
+    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next)?;
+        Ok(())
     }
 
     /// Sets the raw length field (8-byte units after the first 8 bytes).
-    pub fn set_hdr_ext_len(&mut self, len: u8) {
-        set_u8(self.buffer.as_mut(), ext_field::LENGTH, len);
+    pub fn set_hdr_ext_len(&mut self, len: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), ext_field::LENGTH, len)?;
+        Ok(())
     }
 
     /// Routing header only: sets the segments left.
-    pub fn set_segments_left(&mut self, left: u8) {
-        set_u8(self.buffer.as_mut(), ext_field::SEGMENTS_LEFT, left);
+    pub fn set_segments_left(&mut self, left: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), ext_field::SEGMENTS_LEFT, left)?;
+        Ok(())
     }
 
     /// The data bytes, mutably.
@@ -455,15 +469,19 @@ impl<'a> ExtHeaderRepr<'a> {
     /// Writes the header into `header` (which must hold [`ExtHeaderRepr::header_len`] bytes).
     /// Data shorter than the header is followed by zeros (Pad1 options); keep `data.len() = 6 + 8k`
     /// for exact round trips.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, header: &mut ExtHeader<T>) {
-        header.set_next_header(self.next_header);
-        header.set_hdr_ext_len((self.header_len() / 8 - 1) as u8);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        header: &mut ExtHeader<T>,
+    ) -> Result<(), OutOfRange> {
+        header.set_next_header(self.next_header)?;
+        header.set_hdr_ext_len((self.header_len() / 8 - 1) as u8)?;
         let data = header.data_mut();
         data.fill(0);
         let n = self.data.len().min(data.len());
         if let (Some(dst), Some(src)) = (data.get_mut(..n), self.data.get(..n)) {
             dst.copy_from_slice(src);
         }
+        Ok(())
     }
 }
 
@@ -492,7 +510,7 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
     /// Checks that the 8 bytes are there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
         let layer = Layer::Ipv6Ext(ip_proto::FRAGMENT);
-        bytes::need(layer, FRAGMENT_LEN, self.buffer.as_ref().len())
+        view::need(layer, FRAGMENT_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.
@@ -533,30 +551,34 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
     /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) {
-        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next);
+    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next)?;
+        Ok(())
     }
 
     /// Sets the fragment offset in bytes (rounded down to a multiple of 8); clears the reserved
     /// bits.
-    pub fn set_frag_offset(&mut self, offset: u16) {
+    pub fn set_frag_offset(&mut self, offset: u16) -> Result<(), OutOfRange> {
         let m = u16::from(self.more_frags());
         set_u16(
             self.buffer.as_mut(),
             ext_field::FRAG_OFF_M,
             (offset & !0x7) | m,
-        );
+        )?;
+        Ok(())
     }
 
     /// Sets the more-fragments flag.
-    pub fn set_more_frags(&mut self, more: bool) {
+    pub fn set_more_frags(&mut self, more: bool) -> Result<(), OutOfRange> {
         let v = (u16_at(self.buffer.as_ref(), ext_field::FRAG_OFF_M) & !1) | u16::from(more);
-        set_u16(self.buffer.as_mut(), ext_field::FRAG_OFF_M, v);
+        set_u16(self.buffer.as_mut(), ext_field::FRAG_OFF_M, v)?;
+        Ok(())
     }
 
     /// Sets the identification.
-    pub fn set_ident(&mut self, ident: u32) {
-        set_u32(self.buffer.as_mut(), ext_field::FRAG_IDENT, ident);
+    pub fn set_ident(&mut self, ident: u32) -> Result<(), OutOfRange> {
+        set_u32(self.buffer.as_mut(), ext_field::FRAG_IDENT, ident)?;
+        Ok(())
     }
 
     /// The bytes after the header, mutably.
@@ -603,13 +625,17 @@ impl FragmentRepr {
     }
 
     /// Writes the header (reserved fields zero) into `header`, which must hold 8 bytes.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, header: &mut FragmentHeader<T>) {
-        header.set_next_header(self.next_header);
-        set_u8(header.buffer.as_mut(), ext_field::LENGTH, 0);
-        set_u16(header.buffer.as_mut(), ext_field::FRAG_OFF_M, 0);
-        header.set_frag_offset(self.frag_offset);
-        header.set_more_frags(self.more_frags);
-        header.set_ident(self.ident);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        header: &mut FragmentHeader<T>,
+    ) -> Result<(), OutOfRange> {
+        header.set_next_header(self.next_header)?;
+        set_u8(header.buffer.as_mut(), ext_field::LENGTH, 0)?;
+        set_u16(header.buffer.as_mut(), ext_field::FRAG_OFF_M, 0)?;
+        header.set_frag_offset(self.frag_offset)?;
+        header.set_more_frags(self.more_frags)?;
+        header.set_ident(self.ident)?;
+        Ok(())
     }
 }
 
@@ -641,10 +667,10 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
     pub fn check_len(&self) -> Result<(), ParseError> {
         let layer = Layer::Ipv6Ext(ip_proto::AH);
         let have = self.buffer.as_ref().len();
-        bytes::need(layer, AH_MIN_LEN, have)?;
+        view::need(layer, AH_MIN_LEN, have)?;
         let len = self.header_len();
         if len < AH_MIN_LEN || len > have {
-            return Err(bytes::err(layer, Reason::OptionOverflow));
+            return Err(view::err(layer, Reason::OptionOverflow));
         }
         Ok(())
     }
@@ -692,23 +718,27 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AuthHeader<T> {
     /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) {
-        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next);
+    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next)?;
+        Ok(())
     }
 
     /// Sets the raw payload length field.
-    pub fn set_payload_len(&mut self, len: u8) {
-        set_u8(self.buffer.as_mut(), ext_field::LENGTH, len);
+    pub fn set_payload_len(&mut self, len: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), ext_field::LENGTH, len)?;
+        Ok(())
     }
 
     /// Sets the SPI.
-    pub fn set_spi(&mut self, spi: u32) {
-        set_u32(self.buffer.as_mut(), ext_field::AH_SPI, spi);
+    pub fn set_spi(&mut self, spi: u32) -> Result<(), OutOfRange> {
+        set_u32(self.buffer.as_mut(), ext_field::AH_SPI, spi)?;
+        Ok(())
     }
 
     /// Sets the sequence number.
-    pub fn set_seq_number(&mut self, seq: u32) {
-        set_u32(self.buffer.as_mut(), ext_field::AH_SEQ, seq);
+    pub fn set_seq_number(&mut self, seq: u32) -> Result<(), OutOfRange> {
+        set_u32(self.buffer.as_mut(), ext_field::AH_SEQ, seq)?;
+        Ok(())
     }
 
     /// The ICV, mutably.
@@ -975,7 +1005,9 @@ mod tests {
     fn emit_matches() {
         let mut buf = [0u8; 96];
         buf[40..].copy_from_slice(&PACKET_BYTES[40..]);
-        repr().emit(&mut Packet::new_unchecked(&mut buf[..]));
+        repr()
+            .emit(&mut Packet::new_unchecked(&mut buf[..]))
+            .unwrap();
         assert_eq!(buf, PACKET_BYTES);
 
         let mut ext = [0xffu8; 48];
@@ -985,7 +1017,8 @@ mod tests {
             let r = ExtHeaderRepr::parse(&ExtHeader::new_checked(src).unwrap()).unwrap();
             r.emit(&mut ExtHeader::new_unchecked(
                 &mut ext[range.start..range.end],
-            ));
+            ))
+            .unwrap();
             at += r.buffer_len();
         }
         let frag = FragmentRepr {
@@ -994,7 +1027,8 @@ mod tests {
             more_frags: true,
             ident: 0xdeadbeef,
         };
-        frag.emit(&mut FragmentHeader::new_unchecked(&mut ext[32..40]));
+        frag.emit(&mut FragmentHeader::new_unchecked(&mut ext[32..40]))
+            .unwrap();
         assert_eq!(at + frag.buffer_len(), 48);
         assert_eq!(ext[..], PACKET_BYTES[40..88]);
     }
@@ -1024,10 +1058,10 @@ mod tests {
             Reason::OptionOverflow
         );
         let mut h = AuthHeader::new_unchecked(&mut ah[..]);
-        h.set_payload_len(4);
-        h.set_spi(9);
-        h.set_seq_number(10);
-        h.set_next_header(17);
+        h.set_payload_len(4).unwrap();
+        h.set_spi(9).unwrap();
+        h.set_seq_number(10).unwrap();
+        h.set_next_header(17).unwrap();
         h.icv_mut().fill(0);
         assert_eq!((h.spi(), h.seq_number(), h.next_header()), (9, 10, 17));
     }
@@ -1097,16 +1131,16 @@ mod tests {
     fn setters() {
         let mut b = PACKET_BYTES;
         let mut p = Packet::new_unchecked(&mut b[..]);
-        p.set_flow_label(0xfffff);
-        p.set_traffic_class(0x01);
+        p.set_flow_label(0xfffff).unwrap();
+        p.set_traffic_class(0x01).unwrap();
         assert_eq!(
             (p.version(), p.traffic_class(), p.flow_label()),
             (6, 1, 0xfffff)
         );
         p.payload_mut()[0] = 6;
         let mut f = FragmentHeader::new_unchecked(&mut b[80..88]);
-        f.set_frag_offset(8);
-        f.set_more_frags(false);
+        f.set_frag_offset(8).unwrap();
+        f.set_more_frags(false).unwrap();
         assert_eq!((f.frag_offset(), f.more_frags()), (8, false));
         f.payload_mut();
     }
@@ -1147,18 +1181,18 @@ mod tests {
                 traffic_class, flow_label, payload_len,
             };
             let mut buf = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+            repr.emit(&mut Packet::new_unchecked(&mut buf[..])).unwrap();
             prop_assert_eq!(Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap(), repr);
 
             let f = FragmentRepr { next_header, frag_offset: frag * 8, more_frags: more, ident };
             let mut fb = [0u8; 8];
-            f.emit(&mut FragmentHeader::new_unchecked(&mut fb));
+            f.emit(&mut FragmentHeader::new_unchecked(&mut fb)).unwrap();
             prop_assert_eq!(FragmentRepr::parse(&FragmentHeader::new_checked(&fb[..]).unwrap()).unwrap(), f);
 
             let data = vec![0x5a; 6 + 8 * words];
             let e = ExtHeaderRepr { next_header, data: &data };
             let mut eb = vec![0u8; e.buffer_len()];
-            e.emit(&mut ExtHeader::new_unchecked(&mut eb[..]));
+            e.emit(&mut ExtHeader::new_unchecked(&mut eb[..])).unwrap();
             prop_assert_eq!(ExtHeaderRepr::parse(&ExtHeader::new_checked(&eb[..]).unwrap()).unwrap(), e);
         }
     }

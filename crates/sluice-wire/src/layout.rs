@@ -37,6 +37,7 @@
 //!   the frame goes on (with padding).
 
 use crate::error::{ParseError, Reason};
+use crate::{ethernet, geneve, gre, ipv4, ipv6, tcp, udp, vlan, vxlan};
 
 /// Most VLAN tags parsed in one L2 header.
 pub const MAX_VLAN_DEPTH: usize = 8;
@@ -522,7 +523,7 @@ impl Stack<'_> {
         let eth = fixed::<14>(buf, off, Layer::Eth)?;
         self.record(Layer::Eth, off);
         h.l2 = Some(off);
-        let mut ethertype = be16(eth[12], eth[13]);
+        let mut ethertype = ethernet::Frame::new_unchecked(eth).ethertype();
         h.ethertype = ethertype;
         // Offset of the current EtherType field; a VLAN tag's layer offset is that of its TPID.
         let mut type_off = off + 12;
@@ -531,11 +532,11 @@ impl Stack<'_> {
                 return Err(error(Layer::Vlan, type_off, Reason::TooManyVlanTags));
             }
             // TPID, TCI, then the next EtherType.
-            let tag = fixed::<6>(buf, type_off, Layer::Vlan)?;
-            h.vlans
-                .push(VlanTag::from_tci(ethertype, be16(tag[2], tag[3])));
+            let [_, _, tag @ ..] = fixed::<6>(buf, type_off, Layer::Vlan)?;
+            let tag = vlan::Tag::new_unchecked(tag);
+            h.vlans.push(VlanTag::from_tci(ethertype, tag.tci()));
             self.record(Layer::Vlan, type_off);
-            ethertype = be16(tag[4], tag[5]);
+            ethertype = tag.next_type();
             h.ethertype = ethertype;
             type_off += 4;
         }
@@ -549,13 +550,13 @@ impl Stack<'_> {
         off: usize,
         h: &mut Headers,
     ) -> Result<Option<L4Start>, ParseError> {
-        let ip = fixed::<20>(buf, off, Layer::Ipv4)?;
+        let ip = ipv4::Packet::new_unchecked(fixed::<20>(buf, off, Layer::Ipv4)?);
         let have = buf.len().saturating_sub(off);
-        let version = ip[0] >> 4;
+        let version = ip.version();
         if version != 4 {
             return Err(error(Layer::Ipv4, off, Reason::BadVersion(version)));
         }
-        let ihl = ip[0] & 0x0f;
+        let ihl = ip.ihl();
         if ihl < 5 {
             return Err(error(Layer::Ipv4, off, Reason::BadIhl(ihl)));
         }
@@ -567,7 +568,7 @@ impl Stack<'_> {
                 Reason::Truncated { need: hlen, have },
             ));
         }
-        let total = usize::from(be16(ip[2], ip[3]));
+        let total = usize::from(ip.total_len());
         if total < hlen || total > have {
             let reason = Reason::BadTotalLength {
                 claimed: total,
@@ -575,26 +576,25 @@ impl Stack<'_> {
             };
             return Err(error(Layer::Ipv4, off, reason));
         }
-        let options = buf.get(off + 20..off + hlen).unwrap_or(&[]);
-        if !ipv4_options_ok(options) {
+        let options = buf.get(off + ipv4::HEADER_LEN..off + hlen).unwrap_or(&[]);
+        if ipv4::options_overrun(options).is_some() {
             return Err(error(Layer::Ipv4, off, Reason::OptionOverflow));
         }
         self.record(Layer::Ipv4, off);
-        let frag = be16(ip[6], ip[7]);
-        let more_fragments = frag & 0x2000 != 0;
-        let frag_offset = frag & 0x1fff;
+        let more_fragments = ip.more_frags();
+        let frag_offset = ip.frag_offset();
         h.l3 = Some(off);
         h.l3_kind = Some(L3Kind::Ipv4);
         h.l3_end = Some(off + total);
         h.is_fragment = more_fragments || frag_offset != 0;
         h.is_later_fragment = frag_offset != 0;
-        h.l4_proto = Some(ip[9]);
+        h.l4_proto = Some(ip.protocol());
         if frag_offset != 0 {
             h.payload = Some(off + hlen);
             return Ok(None);
         }
         Ok(Some(L4Start {
-            proto: ip[9],
+            proto: ip.protocol(),
             offset: off + hlen,
             end: off + total,
             jumbo: false,
@@ -609,14 +609,14 @@ impl Stack<'_> {
         off: usize,
         h: &mut Headers,
     ) -> Result<Option<L4Start>, ParseError> {
-        let ip = fixed::<40>(buf, off, Layer::Ipv6)?;
+        let ip = ipv6::Packet::new_unchecked(fixed::<40>(buf, off, Layer::Ipv6)?);
         let have = buf.len().saturating_sub(off);
-        let version = ip[0] >> 4;
+        let version = ip.version();
         if version != 6 {
             return Err(error(Layer::Ipv6, off, Reason::BadVersion(version)));
         }
-        let payload_len = usize::from(be16(ip[4], ip[5]));
-        let mut next = ip[6];
+        let payload_len = usize::from(ip.payload_len());
+        let mut next = ip.next_header();
         // RFC 2675: a jumbogram has payload length 0 and its real length in a hop-by-hop option;
         // the parser takes the rest of the frame instead of decoding the option.
         let jumbo = payload_len == 0 && next == crate::ip_proto::HOPOPTS;
@@ -645,21 +645,22 @@ impl Stack<'_> {
             // Every extension header is at least 8 bytes.
             let ext = fixed::<8>(buf, pos, layer)?;
             let len = match next {
-                crate::ip_proto::FRAGMENT => 8,
-                crate::ip_proto::AH => (usize::from(ext[1]) + 2) * 4,
-                _ => (usize::from(ext[1]) + 1) * 8,
+                crate::ip_proto::FRAGMENT => ipv6::FRAGMENT_LEN,
+                crate::ip_proto::AH => ipv6::AuthHeader::new_unchecked(ext).header_len(),
+                _ => ipv6::ExtHeader::new_unchecked(ext).header_len(),
             };
             let have = buf.len().saturating_sub(pos);
             if len > have {
                 return Err(error(layer, pos, Reason::Truncated { need: len, have }));
             }
             self.record(layer, pos);
-            let later_fragment =
-                next == crate::ip_proto::FRAGMENT && be16(ext[2], ext[3]) >> 3 != 0;
+            let later_fragment = next == crate::ip_proto::FRAGMENT
+                && ipv6::FragmentHeader::new_unchecked(ext).frag_offset() != 0;
             if next == crate::ip_proto::FRAGMENT {
                 h.is_fragment = true;
             }
-            next = ext[0];
+            // Every extension header starts with its next-header byte.
+            next = ipv6::ExtHeader::new_unchecked(ext).next_header();
             pos += len;
             if later_fragment {
                 h.is_later_fragment = true;
@@ -685,8 +686,8 @@ impl Stack<'_> {
         let have = buf.len().saturating_sub(off);
         let (layer, hlen) = match at.proto {
             TCP => {
-                let tcp = fixed::<20>(buf, off, Layer::Tcp)?;
-                let data_offset = tcp[12] >> 4;
+                let tcp = tcp::Packet::new_unchecked(fixed::<20>(buf, off, Layer::Tcp)?);
+                let data_offset = tcp.data_offset();
                 if data_offset < 5 {
                     return Err(error(Layer::Tcp, off, Reason::BadDataOffset(data_offset)));
                 }
@@ -719,9 +720,9 @@ impl Stack<'_> {
 
     fn udp(&mut self, buf: &[u8], at: &L4Start, h: &mut Headers) -> Result<Next, ParseError> {
         let off = at.offset;
-        let udp = fixed::<8>(buf, off, Layer::Udp)?;
+        let udp = udp::Packet::new_unchecked(fixed::<8>(buf, off, Layer::Udp)?);
         let have = buf.len().saturating_sub(off);
-        let len = be16(udp[4], udp[5]);
+        let len = udp.len();
         let end = if at.jumbo && len == 0 {
             buf.len()
         } else if len < 8 || usize::from(len) > have {
@@ -735,7 +736,7 @@ impl Stack<'_> {
         if !self.tunnels {
             return Ok(Next::Done);
         }
-        let dst_port = be16(udp[2], udp[3]);
+        let dst_port = udp.dst_port();
         let buf = buf.get(..end).unwrap_or(buf);
         if self.cfg.vxlan_ports.contains(dst_port) {
             self.vxlan(buf, off + 8)
@@ -748,8 +749,8 @@ impl Stack<'_> {
 
     /// VXLAN (RFC 7348): flags(1) reserved(3) VNI(3) reserved(1); always carries Ethernet.
     fn vxlan(&mut self, buf: &[u8], off: usize) -> Result<Next, ParseError> {
-        let vx = fixed::<8>(buf, off, Layer::Vxlan)?;
-        let id = (vx[0] & 0x08 != 0).then(|| u32::from_be_bytes([0, vx[4], vx[5], vx[6]]));
+        let vx = vxlan::Packet::new_unchecked(fixed::<8>(buf, off, Layer::Vxlan)?);
+        let id = vx.vni_valid().then(|| vx.vni());
         self.record(Layer::Vxlan, off);
         let tunnel = Tunnel {
             kind: TunnelKind::Vxlan,
@@ -764,8 +765,8 @@ impl Stack<'_> {
     /// Geneve (RFC 8926): ver(2) opt_len(6), flags(1), protocol(2), VNI(3), reserved(1), then
     /// `opt_len * 4` bytes of option TLVs.
     fn geneve(&mut self, buf: &[u8], off: usize) -> Result<Next, ParseError> {
-        let gn = fixed::<8>(buf, off, Layer::Geneve)?;
-        let version = gn[0] >> 6;
+        let gn = geneve::Packet::new_unchecked(fixed::<8>(buf, off, Layer::Geneve)?);
+        let version = gn.version();
         if version != 0 {
             return Err(error(
                 Layer::Geneve,
@@ -773,20 +774,17 @@ impl Stack<'_> {
                 Reason::BadField("geneve version"),
             ));
         }
-        let hlen = 8 + usize::from(gn[0] & 0x3f) * 4;
+        let hlen = gn.header_len();
         let overflow = error(Layer::Geneve, off, Reason::GeneveOptionOverflow);
-        let mut options = buf.get(off + 8..off + hlen).ok_or(overflow)?;
-        while let Some(option) = options.first_chunk::<4>() {
-            // Class(2) type(1) reserved(3 bits) length(5 bits, in 4-byte words, excluding header).
-            let len = 4 + usize::from(option[3] & 0x1f) * 4;
-            options = options.get(len..).ok_or(overflow)?;
-        }
-        if !options.is_empty() {
+        let options = buf
+            .get(off + geneve::HEADER_LEN..off + hlen)
+            .ok_or(overflow)?;
+        if !geneve::options_fit(options) {
             return Err(overflow);
         }
         self.record(Layer::Geneve, off);
-        let proto = be16(gn[2], gn[3]);
-        let id = Some(u32::from_be_bytes([0, gn[4], gn[5], gn[6]]));
+        let proto = gn.protocol_type();
+        let id = Some(gn.vni());
         let tunnel = Tunnel {
             kind: TunnelKind::Geneve,
             offset: off,
@@ -803,33 +801,29 @@ impl Stack<'_> {
     /// GRE (RFC 2784, RFC 2890): flags and version(2), protocol(2), then checksum+reserved,
     /// key and sequence number (4 bytes each) when their flag is set. GRE is the outer L4.
     fn gre(&mut self, buf: &[u8], off: usize, h: &mut Headers) -> Result<Next, ParseError> {
-        let gre = fixed::<4>(buf, off, Layer::Gre)?;
-        let flags = be16(gre[0], gre[1]);
-        if flags & 0x4000 != 0 {
+        let gre = gre::Packet::new_unchecked(fixed::<{ gre::HEADER_LEN }>(buf, off, Layer::Gre)?);
+        if gre.routing_present() {
             return Err(error(Layer::Gre, off, Reason::BadField("gre routing")));
         }
-        if flags & 0x0007 != 0 {
+        if gre.version() != 0 {
             return Err(error(Layer::Gre, off, Reason::BadField("gre version")));
         }
-        let checksum = flags & 0x8000 != 0;
-        let key = flags & 0x2000 != 0;
-        let sequence = flags & 0x1000 != 0;
-        let hlen = 4 + 4 * (usize::from(checksum) + usize::from(key) + usize::from(sequence));
+        let hlen = gre.header_len();
         let have = buf.len().saturating_sub(off);
         let header = buf.get(off..off + hlen).ok_or(error(
             Layer::Gre,
             off,
             Reason::Truncated { need: hlen, have },
         ))?;
-        let key_at = if checksum { 8 } else { 4 };
-        let id = match header.get(key_at..).and_then(<[u8]>::first_chunk::<4>) {
-            Some(k) if key => Some(u32::from_be_bytes(*k)),
-            _ => None,
+        let id = if gre.key_present() {
+            crate::bytes::read_u32(header, gre.key_offset())
+        } else {
+            None
         };
         self.record(Layer::Gre, off);
         h.l4 = Some(off);
         h.payload = Some(off + hlen);
-        let proto = be16(gre[2], gre[3]);
+        let proto = gre.protocol_type();
         let tunnel = Tunnel {
             kind: TunnelKind::Gre,
             offset: off,
@@ -859,25 +853,6 @@ fn is_ipv6_ext(proto: u8) -> bool {
     matches!(proto, HOPOPTS | ROUTING | DSTOPTS | FRAGMENT | AH)
 }
 
-/// Whether the IPv4 option TLVs fill `options` without overrunning it: EOL (0) ends the list,
-/// NOP (1) is one byte, any other option is type, length (≥ 2, counting both), data.
-fn ipv4_options_ok(mut options: &[u8]) -> bool {
-    while let Some((&kind, rest)) = options.split_first() {
-        match kind {
-            0 => return true,
-            1 => options = rest,
-            _ => match rest.first() {
-                Some(&len) if len >= 2 => match options.get(usize::from(len)..) {
-                    Some(after) => options = after,
-                    None => return false,
-                },
-                _ => return false,
-            },
-        }
-    }
-    true
-}
-
 /// The `N` bytes at `off`, or a `Truncated` error for `layer` at `off`.
 #[inline]
 fn fixed<const N: usize>(buf: &[u8], off: usize, layer: Layer) -> Result<&[u8; N], ParseError> {
@@ -888,11 +863,6 @@ fn fixed<const N: usize>(buf: &[u8], off: usize, layer: Layer) -> Result<&[u8; N
             Err(error(layer, off, Reason::Truncated { need: N, have }))
         }
     }
-}
-
-#[inline]
-const fn be16(hi: u8, lo: u8) -> u16 {
-    u16::from_be_bytes([hi, lo])
 }
 
 #[inline]

@@ -2,8 +2,14 @@
 //!
 //! Every header module follows the same contract (after smoltcp): `Packet<T: AsRef<[u8]>>` is a
 //! zero-copy view over a buffer; `Packet::new_checked` validates the length so that afterwards no
-//! accessor panics; setters exist for `T: AsMut<[u8]>`; a `Repr` is the parsed, validated form with
-//! `parse`, `emit` and `buffer_len`.
+//! accessor panics; setters exist for `T: AsMut<[u8]>` and return [`bytes::OutOfRange`] for a field
+//! that does not fit the buffer (never a dropped write); a `Repr` is the parsed, validated form with
+//! `parse`, `emit` and `buffer_len`. [`parse`] reads header fields through these views, so each
+//! module's field offsets are the only ones.
+//!
+//! [`bytes`] holds the checked big-endian reads and writes (`Option` on a short read,
+//! [`bytes::OutOfRange`] on a write that does not fit) that the views and the other Sluice crates
+//! share.
 //!
 //! [`parse`] walks a whole frame (Ethernet, a VLAN stack of up to [`MAX_VLAN_DEPTH`] tags, IPv4 or
 //! IPv6 with extension headers, TCP/UDP/SCTP/ICMP/ICMPv6, and one level of VXLAN/Geneve/GRE
@@ -15,7 +21,7 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
-mod bytes;
+pub mod bytes;
 pub mod error;
 pub mod layout;
 
@@ -28,6 +34,7 @@ pub mod ipv6;
 pub mod sctp;
 pub mod tcp;
 pub mod udp;
+mod view;
 pub mod vlan;
 pub mod vxlan;
 

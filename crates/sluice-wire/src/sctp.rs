@@ -5,9 +5,10 @@
 //! succeeds no accessor panics. The CRC32c is computed elsewhere, so [`Repr::emit`] writes it as
 //! zero.
 
-use crate::bytes::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
+use crate::bytes::OutOfRange;
 use crate::error::ParseError;
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
 
 /// Byte offsets of the SCTP common header.
 mod field {
@@ -44,7 +45,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Checks that the 12-byte common header is there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
-        bytes::need(Layer::Sctp, HEADER_LEN, self.buffer.as_ref().len())
+        view::need(Layer::Sctp, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.
@@ -85,23 +86,27 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the source port.
-    pub fn set_src_port(&mut self, port: u16) {
-        set_u16(self.buffer.as_mut(), field::SRC_PORT, port);
+    pub fn set_src_port(&mut self, port: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::SRC_PORT, port)?;
+        Ok(())
     }
 
     /// Sets the destination port.
-    pub fn set_dst_port(&mut self, port: u16) {
-        set_u16(self.buffer.as_mut(), field::DST_PORT, port);
+    pub fn set_dst_port(&mut self, port: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::DST_PORT, port)?;
+        Ok(())
     }
 
     /// Sets the verification tag.
-    pub fn set_verification_tag(&mut self, tag: u32) {
-        set_u32(self.buffer.as_mut(), field::VERIFICATION_TAG, tag);
+    pub fn set_verification_tag(&mut self, tag: u32) -> Result<(), OutOfRange> {
+        set_u32(self.buffer.as_mut(), field::VERIFICATION_TAG, tag)?;
+        Ok(())
     }
 
     /// Sets the checksum field.
-    pub fn set_checksum(&mut self, checksum: u32) {
-        set_u32(self.buffer.as_mut(), field::CHECKSUM, checksum);
+    pub fn set_checksum(&mut self, checksum: u32) -> Result<(), OutOfRange> {
+        set_u32(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
+        Ok(())
     }
 
     /// The chunks, mutably.
@@ -143,11 +148,15 @@ impl Repr {
     }
 
     /// Writes the common header into `packet` (which must hold 12 bytes); checksum zero.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        packet.set_src_port(self.src_port);
-        packet.set_dst_port(self.dst_port);
-        packet.set_verification_tag(self.verification_tag);
-        packet.set_checksum(0);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+    ) -> Result<(), OutOfRange> {
+        packet.set_src_port(self.src_port)?;
+        packet.set_dst_port(self.dst_port)?;
+        packet.set_verification_tag(self.verification_tag)?;
+        packet.set_checksum(0)?;
+        Ok(())
     }
 }
 
@@ -186,8 +195,8 @@ mod tests {
         let mut buf = PACKET_BYTES;
         buf[..12].fill(0);
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        REPR.emit(&mut p);
-        p.set_checksum(0x89ab_cdef);
+        REPR.emit(&mut p).unwrap();
+        p.set_checksum(0x89ab_cdef).unwrap();
         assert_eq!(p.payload_mut().len(), 4);
         assert_eq!(buf, PACKET_BYTES);
     }
@@ -216,7 +225,7 @@ mod tests {
         fn repr_round_trips(src in any::<u16>(), dst in any::<u16>(), tag in any::<u32>()) {
             let repr = Repr { src_port: src, dst_port: dst, verification_tag: tag };
             let mut buf = [0u8; HEADER_LEN];
-            repr.emit(&mut Packet::new_unchecked(&mut buf));
+            repr.emit(&mut Packet::new_unchecked(&mut buf)).unwrap();
             prop_assert_eq!(Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap(), repr);
         }
     }

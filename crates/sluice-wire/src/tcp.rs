@@ -3,14 +3,15 @@
 //!
 //! [`Packet::new_checked`] guarantees at least 20 bytes and a data offset between 5 and the
 //! buffer length; after it succeeds no accessor panics (accessors on an unchecked short buffer read
-//! zeros and drop writes). The checksum is only exposed as a field: computing it (with the IP
+//! zeros, and setters return [`OutOfRange`] for a field that does not fit). The checksum is only exposed as a field: computing it (with the IP
 //! pseudo-header) is the job of `sluice-checksum`, so [`Repr::emit`] writes it as zero.
 
-use crate::bytes::{self, range, range_mut, set_bytes, set_u16, set_u32};
-use crate::bytes::{set_u8, u16_at, u32_at, u8_at};
+use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::ipv4::OptionBuf;
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_bytes, set_u16, set_u32};
+use crate::view::{set_u8, u16_at, u32_at, u8_at};
 use core::{fmt, ops};
 
 /// Byte offsets of the TCP header.
@@ -249,24 +250,24 @@ impl TcpOption<'_> {
             TcpOption::Timestamps { .. } => option_kind::TIMESTAMPS,
             TcpOption::Unknown { kind, .. } => *kind,
         };
-        set_u8(out, 0, kind);
+        set_u8(out, 0, kind).ok()?;
         if len > 1 {
-            set_u8(out, 1, len_u8);
+            set_u8(out, 1, len_u8).ok()?;
         }
         match self {
-            TcpOption::MaxSegmentSize(mss) => set_u16(out, 2, *mss),
-            TcpOption::WindowScale(shift) => set_u8(out, 2, *shift),
+            TcpOption::MaxSegmentSize(mss) => set_u16(out, 2, *mss).ok()?,
+            TcpOption::WindowScale(shift) => set_u8(out, 2, *shift).ok()?,
             TcpOption::Sack(blocks) => {
                 for (i, (left, right)) in blocks.as_slice().iter().enumerate() {
-                    set_u32(out, 2 + 8 * i, *left);
-                    set_u32(out, 6 + 8 * i, *right);
+                    set_u32(out, 2 + 8 * i, *left).ok()?;
+                    set_u32(out, 6 + 8 * i, *right).ok()?;
                 }
             }
             TcpOption::Timestamps { tsval, tsecr } => {
-                set_u32(out, 2, *tsval);
-                set_u32(out, 6, *tsecr);
+                set_u32(out, 2, *tsval).ok()?;
+                set_u32(out, 6, *tsecr).ok()?;
             }
-            TcpOption::Unknown { data, .. } => set_bytes(out, 2, data),
+            TcpOption::Unknown { data, .. } => set_bytes(out, 2, data).ok()?,
             _ => {}
         }
         Some(len)
@@ -397,10 +398,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// below 5 or the header runs past the buffer.
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Tcp, HEADER_LEN, have)?;
+        view::need(Layer::Tcp, HEADER_LEN, have)?;
         let offset = self.data_offset();
         if offset < 5 || self.header_len() > have {
-            return Err(bytes::err(Layer::Tcp, Reason::BadDataOffset(offset)));
+            return Err(view::err(Layer::Tcp, Reason::BadDataOffset(offset)));
         }
         Ok(())
     }
@@ -478,51 +479,60 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the source port.
-    pub fn set_src_port(&mut self, port: u16) {
-        set_u16(self.buffer.as_mut(), field::SRC_PORT, port);
+    pub fn set_src_port(&mut self, port: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::SRC_PORT, port)?;
+        Ok(())
     }
 
     /// Sets the destination port.
-    pub fn set_dst_port(&mut self, port: u16) {
-        set_u16(self.buffer.as_mut(), field::DST_PORT, port);
+    pub fn set_dst_port(&mut self, port: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::DST_PORT, port)?;
+        Ok(())
     }
 
     /// Sets the sequence number.
-    pub fn set_seq_number(&mut self, seq: u32) {
-        set_u32(self.buffer.as_mut(), field::SEQ_NUM, seq);
+    pub fn set_seq_number(&mut self, seq: u32) -> Result<(), OutOfRange> {
+        set_u32(self.buffer.as_mut(), field::SEQ_NUM, seq)?;
+        Ok(())
     }
 
     /// Sets the acknowledgment number.
-    pub fn set_ack_number(&mut self, ack: u32) {
-        set_u32(self.buffer.as_mut(), field::ACK_NUM, ack);
+    pub fn set_ack_number(&mut self, ack: u32) -> Result<(), OutOfRange> {
+        set_u32(self.buffer.as_mut(), field::ACK_NUM, ack)?;
+        Ok(())
     }
 
     /// Sets the header length in bytes (rounded down to 4-byte words, at most 60); keeps the flags.
-    pub fn set_header_len(&mut self, len: usize) {
+    pub fn set_header_len(&mut self, len: usize) -> Result<(), OutOfRange> {
         let words = (len / 4).min(15) as u16;
         let word = (words << 12) | self.flags().bits();
-        set_u16(self.buffer.as_mut(), field::FLAGS, word);
+        set_u16(self.buffer.as_mut(), field::FLAGS, word)?;
+        Ok(())
     }
 
     /// Sets the flags; keeps the data offset (the three reserved bits are cleared).
-    pub fn set_flags(&mut self, flags: Flags) {
+    pub fn set_flags(&mut self, flags: Flags) -> Result<(), OutOfRange> {
         let word = (u16::from(self.data_offset()) << 12) | flags.bits();
-        set_u16(self.buffer.as_mut(), field::FLAGS, word);
+        set_u16(self.buffer.as_mut(), field::FLAGS, word)?;
+        Ok(())
     }
 
     /// Sets the window size.
-    pub fn set_window_len(&mut self, window: u16) {
-        set_u16(self.buffer.as_mut(), field::WIN_SIZE, window);
+    pub fn set_window_len(&mut self, window: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::WIN_SIZE, window)?;
+        Ok(())
     }
 
     /// Sets the checksum field.
-    pub fn set_checksum(&mut self, checksum: u16) {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum);
+    pub fn set_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
+        Ok(())
     }
 
     /// Sets the urgent pointer.
-    pub fn set_urgent_ptr(&mut self, ptr: u16) {
-        set_u16(self.buffer.as_mut(), field::URGENT, ptr);
+    pub fn set_urgent_ptr(&mut self, ptr: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::URGENT, ptr)?;
+        Ok(())
     }
 
     /// The option bytes, mutably.
@@ -572,7 +582,7 @@ impl Repr {
             })?;
         }
         let options =
-            Options::new(packet.options()).ok_or(bytes::err(Layer::Tcp, Reason::OptionOverflow))?;
+            Options::new(packet.options()).ok_or(view::err(Layer::Tcp, Reason::OptionOverflow))?;
         Ok(Repr {
             src_port: packet.src_port(),
             dst_port: packet.dst_port(),
@@ -600,23 +610,27 @@ impl Repr {
         self.header_len()
     }
 
-    /// Writes the header into `packet` (which must hold [`Repr::header_len`] bytes; bytes that do
-    /// not fit are dropped). The checksum is written as zero.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        packet.set_src_port(self.src_port);
-        packet.set_dst_port(self.dst_port);
-        packet.set_seq_number(self.seq_number);
-        packet.set_ack_number(self.ack_number);
-        packet.set_flags(self.flags);
-        packet.set_header_len(self.header_len());
-        packet.set_window_len(self.window_len);
-        packet.set_checksum(0);
-        packet.set_urgent_ptr(self.urgent_ptr);
+    /// Writes the header into `packet` (which must hold [`Repr::header_len`] bytes: [`OutOfRange`]
+    /// at the first field that does not fit). The checksum is written as zero.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+    ) -> Result<(), OutOfRange> {
+        packet.set_src_port(self.src_port)?;
+        packet.set_dst_port(self.dst_port)?;
+        packet.set_seq_number(self.seq_number)?;
+        packet.set_ack_number(self.ack_number)?;
+        packet.set_flags(self.flags)?;
+        packet.set_header_len(self.header_len())?;
+        packet.set_window_len(self.window_len)?;
+        packet.set_checksum(0)?;
+        packet.set_urgent_ptr(self.urgent_ptr)?;
         set_bytes(
             packet.buffer.as_mut(),
             field::OPTIONS,
             self.options.as_slice(),
-        );
+        )?;
+        Ok(())
     }
 }
 
@@ -713,7 +727,7 @@ mod tests {
         assert_eq!(r.options_iter().count(), 3);
         let mut buf = [0u8; 34];
         buf[32..].copy_from_slice(b"hi");
-        r.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        r.emit(&mut Packet::new_unchecked(&mut buf[..])).unwrap();
         assert_eq!(buf, SACK_BYTES);
     }
 
@@ -721,9 +735,9 @@ mod tests {
     fn emit_matches() {
         let mut buf = [0u8; 40];
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        syn_repr().emit(&mut p);
+        syn_repr().emit(&mut p).unwrap();
         assert_eq!(p.checksum(), 0);
-        p.set_checksum(0xc5a4);
+        p.set_checksum(0xc5a4).unwrap();
         assert_eq!(buf, SYN_BYTES);
     }
 
@@ -739,7 +753,8 @@ mod tests {
         assert_eq!(f & Flags::ACK, Flags::ACK);
         let mut buf = SYN_BYTES;
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        p.set_flags(Flags::NS | Flags::ECE | Flags::CWR | Flags::SYN);
+        p.set_flags(Flags::NS | Flags::ECE | Flags::CWR | Flags::SYN)
+            .unwrap();
         assert_eq!(p.data_offset(), 10);
         assert_eq!(p.flags().bits(), 0x1c2);
     }
@@ -842,7 +857,7 @@ mod tests {
                 options,
             };
             let mut buf = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+            repr.emit(&mut Packet::new_unchecked(&mut buf[..])).unwrap();
             let parsed = Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap();
             prop_assert_eq!(parsed, repr);
             if !options.is_empty() {

@@ -2,13 +2,15 @@
 //!
 //! [`Packet::new_checked`] guarantees at least 8 bytes and `8 ≤ length ≤ buffer length`; after it
 //! succeeds no accessor panics and [`Packet::payload`] is exactly `length - 8` bytes (accessors on
-//! an unchecked short buffer read zeros and drop writes). The checksum is only exposed as a field:
+//! an unchecked short buffer read zeros, and setters return [`OutOfRange`] for a field that does
+//! not fit). The checksum is only exposed as a field:
 //! computing it is the job of `sluice-checksum`, so [`Repr::emit`] writes it as zero ("no
 //! checksum" over IPv4; mandatory over IPv6, so fill it in there).
 
-use crate::bytes::{self, range, range_mut, set_u16, u16_at};
+use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_u16, u16_at};
 
 /// Byte offsets of the UDP header.
 mod field {
@@ -47,10 +49,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// below 8 or beyond the buffer.
     pub fn check_len(&self) -> Result<(), ParseError> {
         let have = self.buffer.as_ref().len();
-        bytes::need(Layer::Udp, HEADER_LEN, have)?;
+        view::need(Layer::Udp, HEADER_LEN, have)?;
         let len = self.len();
         if usize::from(len) < HEADER_LEN || usize::from(len) > have {
-            return Err(bytes::err(Layer::Udp, Reason::BadUdpLength(len)));
+            return Err(view::err(Layer::Udp, Reason::BadUdpLength(len)));
         }
         Ok(())
     }
@@ -97,23 +99,27 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the source port.
-    pub fn set_src_port(&mut self, port: u16) {
-        set_u16(self.buffer.as_mut(), field::SRC_PORT, port);
+    pub fn set_src_port(&mut self, port: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::SRC_PORT, port)?;
+        Ok(())
     }
 
     /// Sets the destination port.
-    pub fn set_dst_port(&mut self, port: u16) {
-        set_u16(self.buffer.as_mut(), field::DST_PORT, port);
+    pub fn set_dst_port(&mut self, port: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::DST_PORT, port)?;
+        Ok(())
     }
 
     /// Sets the length field.
-    pub fn set_len(&mut self, len: u16) {
-        set_u16(self.buffer.as_mut(), field::LENGTH, len);
+    pub fn set_len(&mut self, len: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::LENGTH, len)?;
+        Ok(())
     }
 
     /// Sets the checksum field.
-    pub fn set_checksum(&mut self, checksum: u16) {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum);
+    pub fn set_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
+        Ok(())
     }
 
     /// The payload, mutably.
@@ -157,11 +163,15 @@ impl Repr {
 
     /// Writes the header into `packet` (which must hold 8 bytes). The length field is
     /// `buffer_len()` (saturated at 65535); the checksum is written as zero.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        packet.set_src_port(self.src_port);
-        packet.set_dst_port(self.dst_port);
-        packet.set_len(u16::try_from(self.buffer_len()).unwrap_or(u16::MAX));
-        packet.set_checksum(0);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+    ) -> Result<(), OutOfRange> {
+        packet.set_src_port(self.src_port)?;
+        packet.set_dst_port(self.dst_port)?;
+        packet.set_len(u16::try_from(self.buffer_len()).unwrap_or(u16::MAX))?;
+        packet.set_checksum(0)?;
+        Ok(())
     }
 }
 
@@ -198,9 +208,9 @@ mod tests {
         let mut buf = PACKET_BYTES;
         buf[..8].fill(0);
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        REPR.emit(&mut p);
+        REPR.emit(&mut p).unwrap();
         assert_eq!(p.checksum(), 0);
-        p.set_checksum(0x1c2d);
+        p.set_checksum(0x1c2d).unwrap();
         assert_eq!(p.payload_mut().len(), 4);
         assert_eq!(buf, PACKET_BYTES);
         assert_eq!(REPR.buffer_len(), 12);
@@ -244,7 +254,7 @@ mod tests {
         fn repr_round_trips(src in any::<u16>(), dst in any::<u16>(), payload_len in 0usize..64) {
             let repr = Repr { src_port: src, dst_port: dst, payload_len };
             let mut buf = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+            repr.emit(&mut Packet::new_unchecked(&mut buf[..])).unwrap();
             prop_assert_eq!(Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap(), repr);
         }
     }

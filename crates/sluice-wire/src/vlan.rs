@@ -18,11 +18,12 @@
 //! needed ([`push_tag`], [`pop_tag`], [`Tag::vlan_tag`]).
 //!
 //! After [`Tag::new_checked`] succeeds no accessor panics; accessors on an unchecked short buffer
-//! read zeros and drop writes.
+//! read zeros, and setters return [`OutOfRange`] for a field that does not fit.
 
-use crate::bytes::{self, range, range_mut, set_u16, u16_at};
+use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::{Layer, VlanTag};
+use crate::view::{self, range, range_mut, set_u16, u16_at};
 
 /// Byte offsets of a tag view (TCI and next type).
 mod field {
@@ -61,7 +62,7 @@ impl<T: AsRef<[u8]>> Tag<T> {
 
     /// Checks that the buffer holds TCI and next type (`Reason::Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
-        bytes::need(Layer::Vlan, HEADER_LEN, self.buffer.as_ref().len())
+        view::need(Layer::Vlan, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.
@@ -112,29 +113,34 @@ impl<T: AsRef<[u8]>> Tag<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Tag<T> {
     /// Sets the tag control information.
-    pub fn set_tci(&mut self, tci: u16) {
-        set_u16(self.buffer.as_mut(), field::TCI, tci);
+    pub fn set_tci(&mut self, tci: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::TCI, tci)?;
+        Ok(())
     }
 
     /// Sets the priority code point (low 3 bits of `pcp`).
-    pub fn set_pcp(&mut self, pcp: u8) {
-        self.set_tci((self.tci() & 0x1fff) | (u16::from(pcp & 7) << 13));
+    pub fn set_pcp(&mut self, pcp: u8) -> Result<(), OutOfRange> {
+        self.set_tci((self.tci() & 0x1fff) | (u16::from(pcp & 7) << 13))?;
+        Ok(())
     }
 
     /// Sets the drop eligible indicator.
-    pub fn set_dei(&mut self, dei: bool) {
+    pub fn set_dei(&mut self, dei: bool) -> Result<(), OutOfRange> {
         let tci = self.tci() & !0x1000;
-        self.set_tci(if dei { tci | 0x1000 } else { tci });
+        self.set_tci(if dei { tci | 0x1000 } else { tci })?;
+        Ok(())
     }
 
     /// Sets the VLAN identifier (low 12 bits of `vid`).
-    pub fn set_vid(&mut self, vid: u16) {
-        self.set_tci((self.tci() & 0xf000) | (vid & 0x0fff));
+    pub fn set_vid(&mut self, vid: u16) -> Result<(), OutOfRange> {
+        self.set_tci((self.tci() & 0xf000) | (vid & 0x0fff))?;
+        Ok(())
     }
 
     /// Sets the type after the tag.
-    pub fn set_next_type(&mut self, next_type: u16) {
-        set_u16(self.buffer.as_mut(), field::NEXT_TYPE, next_type);
+    pub fn set_next_type(&mut self, next_type: u16) -> Result<(), OutOfRange> {
+        set_u16(self.buffer.as_mut(), field::NEXT_TYPE, next_type)?;
+        Ok(())
     }
 
     /// The bytes after the tag, mutably.
@@ -190,9 +196,10 @@ impl Repr {
     }
 
     /// Writes TCI and next type into `tag` (which must hold [`HEADER_LEN`] bytes).
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, tag: &mut Tag<T>) {
-        tag.set_tci(self.tci());
-        tag.set_next_type(self.next_type);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, tag: &mut Tag<T>) -> Result<(), OutOfRange> {
+        tag.set_tci(self.tci())?;
+        tag.set_next_type(self.next_type)?;
+        Ok(())
     }
 }
 
@@ -202,7 +209,7 @@ impl Repr {
 /// Control-path helper (it moves the frame's bytes). Fails with `Reason::Truncated` when the frame
 /// is shorter than an Ethernet header.
 pub fn push_tag(frame: &mut Vec<u8>, tpid: u16, tci: u16) -> Result<(), ParseError> {
-    bytes::need(Layer::Eth, crate::ethernet::HEADER_LEN, frame.len())?;
+    view::need(Layer::Eth, crate::ethernet::HEADER_LEN, frame.len())?;
     let [t0, t1] = tpid.to_be_bytes();
     let [c0, c1] = tci.to_be_bytes();
     frame.splice(ETHERTYPE_OFFSET..ETHERTYPE_OFFSET, [t0, t1, c0, c1]);
@@ -374,13 +381,14 @@ mod tests {
             vid: 100,
             next_type: 0x8100,
         }
-        .emit(&mut Tag::new_unchecked(&mut buf));
+        .emit(&mut Tag::new_unchecked(&mut buf))
+        .unwrap();
         assert_eq!(buf, FRAME_BYTES[14..18]);
         let mut tag = Tag::new_unchecked(&mut buf);
-        tag.set_pcp(0);
-        tag.set_dei(true);
-        tag.set_vid(200);
-        tag.set_next_type(0x9100);
+        tag.set_pcp(0).unwrap();
+        tag.set_dei(true).unwrap();
+        tag.set_vid(200).unwrap();
+        tag.set_next_type(0x9100).unwrap();
         assert_eq!(buf, FRAME_BYTES[18..22]);
     }
 
@@ -432,7 +440,7 @@ mod tests {
         fn repr_round_trips(pcp in 0u8..8, dei in any::<bool>(), vid in 0u16..4096, next in any::<u16>()) {
             let repr = Repr { pcp, dei, vid, next_type: next };
             let mut buf = [0u8; HEADER_LEN];
-            repr.emit(&mut Tag::new_unchecked(&mut buf));
+            repr.emit(&mut Tag::new_unchecked(&mut buf)).unwrap();
             prop_assert_eq!(Repr::parse(&Tag::new_checked(&buf[..]).unwrap()).unwrap(), repr);
         }
     }

@@ -4,9 +4,10 @@
 //! Ethernet frame follows. [`Packet::new_checked`] guarantees the 8 bytes; after it succeeds no
 //! accessor panics. [`Repr::parse`] also requires the I flag (a VNI is present), as RFC 7348 does.
 
-use crate::bytes::{self, range, range_mut, set_bytes, set_u24, set_u8, u24_at, u8_at};
+use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
+use crate::view::{self, range, range_mut, set_bytes, set_u24, set_u8, u24_at, u8_at};
 
 /// Byte offsets of the VXLAN header.
 mod field {
@@ -47,7 +48,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Checks that the 8-byte header is there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
-        bytes::need(Layer::Vxlan, HEADER_LEN, self.buffer.as_ref().len())
+        view::need(Layer::Vxlan, HEADER_LEN, self.buffer.as_ref().len())
     }
 
     /// Unwraps the buffer.
@@ -83,13 +84,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the flags byte.
-    pub fn set_flags(&mut self, flags: u8) {
-        set_u8(self.buffer.as_mut(), field::FLAGS, flags);
+    pub fn set_flags(&mut self, flags: u8) -> Result<(), OutOfRange> {
+        set_u8(self.buffer.as_mut(), field::FLAGS, flags)?;
+        Ok(())
     }
 
     /// Sets the VNI (low 24 bits).
-    pub fn set_vni(&mut self, vni: u32) {
-        set_u24(self.buffer.as_mut(), field::VNI, vni);
+    pub fn set_vni(&mut self, vni: u32) -> Result<(), OutOfRange> {
+        set_u24(self.buffer.as_mut(), field::VNI, vni)?;
+        Ok(())
     }
 
     /// The inner frame, mutably.
@@ -110,7 +113,7 @@ impl Repr {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Repr, ParseError> {
         packet.check_len()?;
         if !packet.vni_valid() {
-            return Err(bytes::err(Layer::Vxlan, Reason::BadField("vxlan I flag")));
+            return Err(view::err(Layer::Vxlan, Reason::BadField("vxlan I flag")));
         }
         Ok(Repr { vni: packet.vni() })
     }
@@ -127,11 +130,15 @@ impl Repr {
 
     /// Writes the header (I flag set, reserved fields zero) into `packet`, which must hold 8
     /// bytes. Only the low 24 bits of `vni` are written.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        packet.set_flags(FLAG_I);
-        set_bytes(packet.buffer.as_mut(), field::RESERVED1, &[0; 3]);
-        packet.set_vni(self.vni);
-        set_u8(packet.buffer.as_mut(), field::RESERVED2, 0);
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        packet: &mut Packet<T>,
+    ) -> Result<(), OutOfRange> {
+        packet.set_flags(FLAG_I)?;
+        set_bytes(packet.buffer.as_mut(), field::RESERVED1, &[0; 3])?;
+        packet.set_vni(self.vni)?;
+        set_u8(packet.buffer.as_mut(), field::RESERVED2, 0)?;
+        Ok(())
     }
 }
 
@@ -156,7 +163,7 @@ mod tests {
         let mut buf = [0xaau8; 10];
         buf[8..].copy_from_slice(&[0xff, 0xff]);
         let mut p = Packet::new_unchecked(&mut buf[..]);
-        Repr { vni: 0x123456 }.emit(&mut p);
+        Repr { vni: 0x123456 }.emit(&mut p).unwrap();
         assert_eq!(p.payload_mut().len(), 2);
         assert_eq!(buf, PACKET_BYTES);
     }
@@ -188,7 +195,7 @@ mod tests {
         fn repr_round_trips(vni in 0u32..=MAX_VNI) {
             let repr = Repr { vni };
             let mut buf = [0u8; HEADER_LEN];
-            repr.emit(&mut Packet::new_unchecked(&mut buf));
+            repr.emit(&mut Packet::new_unchecked(&mut buf)).unwrap();
             prop_assert_eq!(Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap(), repr);
         }
     }

@@ -111,26 +111,37 @@ fn build(s: &Stack) -> Vec<u8> {
         r
     };
     s.eth
-        .emit(&mut ethernet::Frame::new_unchecked(&mut frame[next(14)]));
+        .emit(&mut ethernet::Frame::new_unchecked(&mut frame[next(14)]))
+        .unwrap();
     s.tag
-        .emit(&mut vlan::Tag::new_unchecked(&mut frame[next(4)]));
-    s.ip4.emit(&mut ipv4::Packet::new_unchecked(
-        &mut frame[next(s.ip4.header_len())],
-    ));
+        .emit(&mut vlan::Tag::new_unchecked(&mut frame[next(4)]))
+        .unwrap();
+    s.ip4
+        .emit(&mut ipv4::Packet::new_unchecked(
+            &mut frame[next(s.ip4.header_len())],
+        ))
+        .unwrap();
     s.udp
-        .emit(&mut udp::Packet::new_unchecked(&mut frame[next(8)]));
+        .emit(&mut udp::Packet::new_unchecked(&mut frame[next(8)]))
+        .unwrap();
     s.vxlan
-        .emit(&mut vxlan::Packet::new_unchecked(&mut frame[next(8)]));
+        .emit(&mut vxlan::Packet::new_unchecked(&mut frame[next(8)]))
+        .unwrap();
     s.inner_eth
-        .emit(&mut ethernet::Frame::new_unchecked(&mut frame[next(14)]));
+        .emit(&mut ethernet::Frame::new_unchecked(&mut frame[next(14)]))
+        .unwrap();
     s.ip6
-        .emit(&mut ipv6::Packet::new_unchecked(&mut frame[next(40)]));
+        .emit(&mut ipv6::Packet::new_unchecked(&mut frame[next(40)]))
+        .unwrap();
     hbh.emit(&mut ipv6::ExtHeader::new_unchecked(
         &mut frame[next(hbh.buffer_len())],
-    ));
-    s.tcp.emit(&mut tcp::Packet::new_unchecked(
-        &mut frame[next(s.tcp.header_len())],
-    ));
+    ))
+    .unwrap();
+    s.tcp
+        .emit(&mut tcp::Packet::new_unchecked(
+            &mut frame[next(s.tcp.header_len())],
+        ))
+        .unwrap();
     frame[next(PAYLOAD.len())].copy_from_slice(PAYLOAD);
     frame
 }
@@ -230,7 +241,7 @@ fn every_truncation_fails_without_panic() {
 fn owned_buffers_work_too() {
     let frame = build(&stack());
     let mut owned = ethernet::Frame::new_checked(frame.clone()).unwrap();
-    owned.set_ethertype(ethertype::VLAN_8021AD);
+    owned.set_ethertype(ethertype::VLAN_8021AD).unwrap();
     let bytes = owned.into_inner();
     assert_eq!(&bytes[12..14], &[0x88, 0xa8]);
     let mut popped = bytes;
@@ -252,7 +263,8 @@ fn tunnel_headers_compose() {
         seq_number: None,
     };
     let mut buf = vec![0u8; g.buffer_len() + 14];
-    g.emit(&mut gre::Packet::new_unchecked(&mut buf[..]));
+    g.emit(&mut gre::Packet::new_unchecked(&mut buf[..]))
+        .unwrap();
     let p = gre::Packet::new_checked(&buf[..]).unwrap();
     assert_eq!((p.key(), p.payload().len()), (Some(9), 14));
 
@@ -269,7 +281,8 @@ fn tunnel_headers_compose() {
         options: geneve::build_options(&[opt]).unwrap(),
     };
     let mut buf = vec![0u8; r.buffer_len()];
-    r.emit(&mut geneve::Packet::new_unchecked(&mut buf[..]));
+    r.emit(&mut geneve::Packet::new_unchecked(&mut buf[..]))
+        .unwrap();
     let p = geneve::Packet::new_checked(&buf[..]).unwrap();
     assert_eq!(p.options_iter().next().unwrap().unwrap(), opt);
     assert_eq!(geneve::Repr::parse(&p).unwrap(), r);

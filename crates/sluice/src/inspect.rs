@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use pcap_file::DataLink;
 use serde::Serialize;
 use sluice_packet::verify::{verify_frame, Verdict, Verdicts};
+use sluice_wire::bytes::read_u16;
 use sluice_wire::{parse_partial, Headers, L3Kind, Layout, ParseConfig, ParseError, VlanStack};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
@@ -220,10 +221,6 @@ pub fn report(index: u64, frame: &Frame, cfg: &ParseConfig) -> FrameReport {
     }
 }
 
-fn be16(b: &[u8], off: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(off)?, *b.get(off + 1)?]))
-}
-
 /// Appends ` src → dst proto sport → dport [flags]` for one header stack.
 fn describe_stack(out: &mut String, data: &[u8], h: &Headers) {
     for t in h.vlans.as_slice() {
@@ -281,7 +278,7 @@ fn describe_stack(out: &mut String, data: &[u8], h: &Headers) {
     match h.l4_proto {
         Some(sluice_wire::ip_proto::TCP | sluice_wire::ip_proto::UDP)
         | Some(sluice_wire::ip_proto::SCTP) => {
-            if let (Some(sp), Some(dp)) = (be16(data, l4), be16(data, l4 + 2)) {
+            if let (Some(sp), Some(dp)) = (read_u16(data, l4), read_u16(data, l4 + 2)) {
                 let _ = write!(out, " {sp} → {dp}");
             }
             if h.l4_proto == Some(sluice_wire::ip_proto::TCP) {

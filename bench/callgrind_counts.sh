@@ -1,0 +1,49 @@
+#!/bin/sh
+# Instructions per operation of the parse and GSO benchmarks, counted by callgrind: the stable
+# signal on a shared, noisy machine. Each measurement runs twice, short and long, untimed; the
+# difference of the two instruction totals divided by the difference in operations is the cost
+# of one operation with setup and warm-up cancelled out.
+#
+# - parse: crates/sluice-wire/benches/parse.rs (`profile NAME ITERS`), each frame parsed 1 000
+#   and 11 000 times; `mix8` parses all eight frames per iteration and is reported per frame.
+# - gso: crates/sluice-offload/benches/gso.rs (GSO_BENCH_ONLY=NAME, 1 and 2 timing rounds of
+#   20 000 calls): instructions per 64 000-byte super-packet (MSS 1448, 45 segments).
+#
+# Usage: bench/callgrind_counts.sh parse|gso [BENCH_BINARY]   (default: builds the bench)
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+what=${1:?usage: callgrind_counts.sh parse|gso [BENCH_BINARY]}
+case $what in
+parse) package=sluice-wire ;;
+gso) package=sluice-offload ;;
+*) echo "callgrind_counts.sh: parse or gso, not $what" >&2; exit 2 ;;
+esac
+if [ $# -ge 2 ]; then
+    bin=$2
+else
+    bin=$(cd "$root" && cargo bench -q -p "$package" --bench "$what" --no-run --message-format=json 2>/dev/null |
+        sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+fi
+[ -x "$bin" ] || { echo "callgrind_counts.sh: no bench binary ($bin)" >&2; exit 1; }
+collected() {
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 |
+        sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+per_op() {
+    awk -v n="$1" -v a="$2" -v b="$3" -v k="$4" 'BEGIN { printf "%-20s %9.1f\n", n, (b - a) / k }'
+}
+if [ "$what" = parse ]; then
+    echo "frame                instructions per parse"
+    for name in tcp4 tcp6 qinq_tcp4 vxlan_tcp geneve gre udp4 ipv6_ext mix8; do
+        frames=1
+        [ "$name" = mix8 ] && frames=8
+        per_op "$name" "$(collected "$bin" profile "$name" 1000)" \
+            "$(collected "$bin" profile "$name" 11000)" $((10000 * frames))
+    done
+else
+    echo "measurement          instructions per super-packet (45 segments)"
+    for name in sluice_zc_partial sluice_zc_full sluice_contig_full; do
+        per_op "$name" "$(GSO_BENCH_ONLY=$name collected "$bin" 1)" \
+            "$(GSO_BENCH_ONLY=$name collected "$bin" 2)" 20000
+    done
+fi

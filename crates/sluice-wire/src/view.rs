@@ -1,0 +1,97 @@
+//! What the header views share: their field accessors over [`crate::bytes`] (a missing byte reads
+//! as zero, so no getter can panic on an unchecked buffer) and their length errors.
+use crate::bytes::{self, OutOfRange};
+use crate::error::{ParseError, Reason};
+use crate::layout::Layer;
+use core::ops::Range;
+
+/// The byte at `at`, or 0.
+#[inline]
+pub(crate) fn u8_at(b: &[u8], at: usize) -> u8 {
+    bytes::read_u8(b, at).unwrap_or(0)
+}
+
+/// The big-endian `u16` at `at`, or 0.
+#[inline]
+pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
+    bytes::read_u16(b, at).unwrap_or(0)
+}
+
+/// The big-endian 24-bit value at `at`, or 0.
+#[inline]
+pub(crate) fn u24_at(b: &[u8], at: usize) -> u32 {
+    bytes::read_u24(b, at).unwrap_or(0)
+}
+
+/// The big-endian `u32` at `at`, or 0.
+#[inline]
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    bytes::read_u32(b, at).unwrap_or(0)
+}
+
+/// `N` bytes at `at`, or zeros.
+#[inline]
+pub(crate) fn array_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    bytes::read_array(b, at).unwrap_or([0; N])
+}
+
+/// Writes `v` at `at`; [`OutOfRange`] on a short `new_unchecked` buffer (a view from
+/// `new_checked` has room for every field its setters write).
+#[inline]
+pub(crate) fn set_u8(b: &mut [u8], at: usize, v: u8) -> Result<(), OutOfRange> {
+    bytes::write_u8(b, at, v)
+}
+
+/// Writes `src` at `at`; [`OutOfRange`] when it does not fit.
+#[inline]
+pub(crate) fn set_bytes(b: &mut [u8], at: usize, src: &[u8]) -> Result<(), OutOfRange> {
+    bytes::write_bytes(b, at, src)
+}
+
+/// Writes big-endian `v` at `at`; [`OutOfRange`] when it does not fit.
+#[inline]
+pub(crate) fn set_u16(b: &mut [u8], at: usize, v: u16) -> Result<(), OutOfRange> {
+    bytes::write_u16(b, at, v)
+}
+
+/// Writes the low 24 bits of `v`, big-endian, at `at`; [`OutOfRange`] when they do not fit.
+#[inline]
+pub(crate) fn set_u24(b: &mut [u8], at: usize, v: u32) -> Result<(), OutOfRange> {
+    bytes::write_u24(b, at, v)
+}
+
+/// Writes big-endian `v` at `at`; [`OutOfRange`] when it does not fit.
+#[inline]
+pub(crate) fn set_u32(b: &mut [u8], at: usize, v: u32) -> Result<(), OutOfRange> {
+    bytes::write_u32(b, at, v)
+}
+
+/// `b[r]`, clamped to the buffer.
+pub(crate) fn range(b: &[u8], r: Range<usize>) -> &[u8] {
+    let end = r.end.min(b.len());
+    b.get(r.start.min(end)..end).unwrap_or(&[])
+}
+
+/// `&mut b[r]`, clamped to the buffer.
+pub(crate) fn range_mut(b: &mut [u8], r: Range<usize>) -> &mut [u8] {
+    let end = r.end.min(b.len());
+    b.get_mut(r.start.min(end)..end).unwrap_or(&mut [])
+}
+
+/// A `ParseError` at offset 0 of `layer` (the caller adds its base offset).
+pub(crate) const fn err(layer: Layer, reason: Reason) -> ParseError {
+    ParseError {
+        layer,
+        offset: 0,
+        reason,
+    }
+}
+
+/// `Reason::Truncated` unless `have >= need`.
+pub(crate) const fn need(layer: Layer, need: usize, have: usize) -> Result<(), ParseError> {
+    if have < need {
+        Err(err(layer, Reason::Truncated { need, have }))
+    } else {
+        Ok(())
+    }
+}

@@ -12,6 +12,8 @@
 //!   features follow the negotiated `TUN_F_*` offloads.
 //! - [`port_afpacket`]: the switch's `AF_PACKET` port ([`AfPacketPort`]) on a veth end or NIC,
 //!   with the interface's `ethtool -k` features as its device.
+//! - [`cred`]: a Unix socket peer's credentials (`SO_PEERCRED`) and its groups, for the
+//!   control socket's access check.
 //! - [`poll`]: waiting on several ports' descriptors ([`poll::wait_readable`]); [`signal`]: stop
 //!   on `SIGINT`/`SIGTERM` ([`signal::stop_on_signals`]).
 //! - [`oracle`]: the running kernel used as the reference GSO ([`GsoOracle`]) and GRO
@@ -22,6 +24,7 @@
 //! the GRO oracle's `SCHED_FIFO` writer) and the `ip`, `tc` and `ethtool` programs.
 
 pub mod afpacket;
+pub mod cred;
 pub mod netns;
 pub mod oracle;
 pub mod poll;

@@ -223,8 +223,8 @@ pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
 /// reply cannot be written (the socket's write timeout, set by the server, bounds that wait).
 pub fn serve_connection(switch: &Switch, stream: UnixStream, stop: &AtomicBool) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
+    let writer = &stream;
+    let mut reader = BufReader::new(&stream);
     let mut line = Vec::new();
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -256,7 +256,7 @@ pub fn serve_connection(switch: &Switch, stream: UnixStream, stop: &AtomicBool) 
                 CTL_BAD_REQUESTS.inc();
                 CTL_LINE_TOO_LONG.inc();
                 let resp = json!({"ok": false, "error": format!("request line longer than {MAX_LINE} bytes (MAX_LINE); closing the connection")});
-                reply(&mut writer, &resp)?;
+                reply(writer, &resp)?;
                 return Ok(());
             }
             continue; // a timeout mid-line: keep reading
@@ -264,14 +264,14 @@ pub fn serve_connection(switch: &Switch, stream: UnixStream, stop: &AtomicBool) 
         let body = trim_line(&line);
         if !body.is_empty() {
             let resp = answer_line(switch, body, stop);
-            reply(&mut writer, &resp)?;
+            reply(writer, &resp)?;
         }
         line.clear();
     }
 }
 
 /// Writes one response line; a write that times out (the client does not read) is counted.
-fn reply(writer: &mut UnixStream, resp: &Value) -> io::Result<()> {
+fn reply(mut writer: &UnixStream, resp: &Value) -> io::Result<()> {
     let mut text = resp.to_string();
     text.push('\n');
     writer.write_all(text.as_bytes()).inspect_err(|e| {

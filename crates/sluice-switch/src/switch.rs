@@ -624,7 +624,7 @@ impl Switch {
             if !force {
                 SW_PORT_DEL_REFUSED.inc();
                 return Err(SwitchError::Invalid(format!(
-                    "port {name:?} is named by {} rule(s), handles {}; delete them first, or delete them with the port (port_del \"force\": true, `sluice port del --force`)",
+                    "port {name:?} is named by {} rules (handles {}); delete them first, or delete them with the port (port_del \"force\": true, `sluice port del --force`)",
                     naming.len(),
                     list_handles(&naming)
                 )));

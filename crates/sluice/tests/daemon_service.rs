@@ -680,7 +680,7 @@ fn port_del_refuses_while_rules_name_the_port_and_numbers_never_inherit_rules() 
     // Refused, naming the two rules that name the port.
     let e = d.err(json!({"cmd": "port_del", "name": a}));
     assert!(
-        e.contains(&format!("handles {}, {}", h[0], h[1])) && e.contains("force"),
+        e.contains(&format!("(handles {}, {})", h[0], h[1])) && e.contains("force"),
         "{e}"
     );
     assert_eq!(d.counter("sw_port_del_refused"), 1);

@@ -655,6 +655,47 @@ fn a_tap_deleted_behind_the_daemon_takes_its_port_down_without_spinning() {
     assert_eq!(d.counter("sw_port_revived"), 1);
     let e = d.err(json!({"cmd": "port_up", "name": tap}));
     assert!(e.contains("is up"), "{e}");
+
+    // Deleted again, then created again by the operator (a persistent TAP): the daemon
+    // reattaches by itself.
+    let st = Command::new("ip")
+        .args(["link", "del", "dev", &tap])
+        .status()
+        .expect("ip link del");
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d.port(&tap)["state"] != "down" {
+        assert!(Instant::now() < deadline, "the port never went down again");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _persistent = DelLink(tap.clone());
+    let st = Command::new("ip")
+        .args(["tuntap", "add", "dev", &tap, "mode", "tap", "vnet_hdr"])
+        .status()
+        .expect("ip tuntap add");
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while d.port(&tap)["state"] != "up" {
+        assert!(
+            Instant::now() < deadline,
+            "the port was not reattached to the new TAP"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(d.counter("dp_port_down"), 2);
+    assert_eq!(d.counter("sw_port_revived"), 2);
+}
+
+/// Deletes an interface when dropped (a persistent TAP outlives the daemon).
+struct DelLink(String);
+
+impl Drop for DelLink {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", "dev", &self.0])
+            .stderr(Stdio::null())
+            .status();
+    }
 }
 
 #[test]

@@ -5,6 +5,8 @@
 //! read, running out of descriptors, a TAP deleted behind the daemon's back, and a port number
 //! reused after `port del`.
 
+mod daemon_common;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -79,32 +81,9 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start the daemon");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut said = String::new();
-        let started = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) if line.contains("listening on") => break true,
-                Ok(line) => {
-                    said.push_str(&line);
-                    said.push('\n');
-                }
-                Err(_) => break false,
-            }
-        };
+        let started = daemon_common::wait_listening(&mut child);
         let _ = std::fs::remove_file(&cfg);
-        if !started {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(said);
-        }
+        started?;
         Ok(Daemon {
             child,
             sock: sock.to_path_buf(),

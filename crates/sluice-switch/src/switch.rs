@@ -22,7 +22,7 @@ use sluice_flow::{
 use sluice_offload::features::Feature;
 use sluice_ports::port_afpacket::{AfPacketPort, AfPacketPortConfig};
 use sluice_ports::port_tap::{TapPort, TapPortConfig};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -794,7 +794,7 @@ impl Switch {
         let mut rules = Vec::with_capacity(lines.len());
         let mut idx = Vec::with_capacity(lines.len());
         // Masks this batch would add, in order: refused past the quota.
-        let mut new_masks: Vec<Mask> = Vec::new();
+        let mut new_masks: HashSet<Mask> = HashSet::new();
         for (i, line) in lines.iter().enumerate() {
             let r = match parse_rule(line, &ctl.names) {
                 Ok(r) => r,
@@ -821,7 +821,7 @@ impl Switch {
                     ));
                     continue;
                 }
-                new_masks.push(mask);
+                new_masks.insert(mask);
             }
             rules.push(r);
             idx.push(i);

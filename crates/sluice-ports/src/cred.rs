@@ -44,6 +44,12 @@ pub fn peer_credentials(sock: &impl AsRawFd) -> io::Result<PeerCredentials> {
     })
 }
 
+/// The calling process's effective user id.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// The supplementary groups of process `pid` (the `Groups:` line of `/proc/PID/status`).
 pub fn process_groups(pid: i32) -> io::Result<Vec<u32>> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

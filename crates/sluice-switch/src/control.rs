@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use sluice_coverage::counter;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -335,12 +335,13 @@ fn refuse(stream: UnixStream, msg: &str) {
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
 
-/// Whether the peer of `stream` may use the socket: root, or a process whose primary group
-/// or one of whose supplementary groups is `group`. `Err` carries the refusal message.
+/// Whether the peer of `stream` may use the socket: root, the daemon's own user, or a process
+/// whose primary group or one of whose supplementary groups is `group`. `Err` carries the
+/// refusal message.
 fn admit(stream: &UnixStream, group: u32) -> Result<(), String> {
     let cred = sluice_ports::cred::peer_credentials(stream)
         .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
-    if cred.uid == 0 || cred.gid == group {
+    if cred.uid == 0 || cred.uid == sluice_ports::cred::effective_uid() || cred.gid == group {
         return Ok(());
     }
     let groups = sluice_ports::cred::process_groups(cred.pid).unwrap_or_default();
@@ -420,16 +421,18 @@ impl ControlServer {
             path: path.to_path_buf(),
             config,
         };
-        std::os::unix::fs::chown(path, None, Some(config.group)).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot give {} to group {}: {e}",
-                    path.display(),
-                    config.group
-                ),
-            )
-        })?;
+        if std::fs::metadata(path)?.gid() != config.group {
+            std::os::unix::fs::chown(path, None, Some(config.group)).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot give {} to group {} (--socket-group): {e}",
+                        path.display(),
+                        config.group
+                    ),
+                )
+            })?;
+        }
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE)).map_err(
             |e| io::Error::new(e.kind(), format!("cannot chmod {}: {e}", path.display())),
         )?;

@@ -221,10 +221,10 @@ pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
 
 /// Serves one connection until it closes, `stop` is set, it sends an over-long line, or a
 /// reply cannot be written (the socket's write timeout, set by the server, bounds that wait).
-pub fn serve_connection(switch: &Switch, stream: UnixStream, stop: &AtomicBool) -> io::Result<()> {
+pub fn serve_connection(switch: &Switch, stream: &UnixStream, stop: &AtomicBool) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let writer = &stream;
-    let mut reader = BufReader::new(&stream);
+    let writer = stream;
+    let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -304,15 +304,16 @@ pub struct ControlServer {
     config: ServerConfig,
 }
 
-/// The connections being served: a clone of each stream, to shut them all down on stop.
+/// The connections being served, shared with their threads (one descriptor each), to shut
+/// them all down on stop.
 #[derive(Debug, Default)]
 struct Connections {
-    open: Mutex<HashMap<u64, UnixStream>>,
+    open: Mutex<HashMap<u64, Arc<UnixStream>>>,
     count: AtomicUsize,
 }
 
 impl Connections {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, UnixStream>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<UnixStream>>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -510,21 +511,21 @@ impl ControlServer {
         }
         let setup = stream
             .set_nonblocking(false)
-            .and_then(|()| stream.set_write_timeout(Some(self.config.write_timeout)))
-            .and_then(|()| stream.try_clone());
-        let Ok(clone) = setup else {
+            .and_then(|()| stream.set_write_timeout(Some(self.config.write_timeout)));
+        if setup.is_err() {
             CTL_ACCEPT_ERRORS.inc();
             return;
-        };
+        }
+        let stream = Arc::new(stream);
         *next_id += 1;
         let id = *next_id;
-        conns.lock().insert(id, clone);
+        conns.lock().insert(id, Arc::clone(&stream));
         conns.count.fetch_add(1, Ordering::SeqCst);
         let (sw, st, cs) = (Arc::clone(switch), Arc::clone(stop), Arc::clone(conns));
         let spawned = std::thread::Builder::new()
             .name("sluice-control".into())
             .spawn(move || {
-                let _ = serve_connection(&sw, stream, &st);
+                let _ = serve_connection(&sw, &stream, &st);
                 cs.lock().remove(&id);
                 cs.count.fetch_sub(1, Ordering::SeqCst);
             });

@@ -190,6 +190,8 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A killed daemon leaves its socket file.
+        let _ = std::fs::remove_file(&self.sock);
     }
 }
 

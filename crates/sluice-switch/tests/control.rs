@@ -132,6 +132,7 @@ fn errors_name_the_problem() {
     let e = c
         .request(&Request::PortDel {
             name: "nope0".into(),
+            force: false,
         })
         .expect_err("no such port");
     assert!(e.to_string().contains("nope0"), "{e}");
@@ -204,4 +205,109 @@ fn port_add_refuses_unknown_fields() {
         .expect("write");
     let a = answer(&mut r);
     assert_eq!(a["ok"], json!(false), "{a}");
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| (*s).to_string()).collect()
+}
+
+#[test]
+fn handles_are_never_reused_and_errors_name_them() {
+    let sw = Switch::start(SwitchConfig::default()).expect("switch starts");
+    let r = sw
+        .add_flows(&strings(&["prio 1 dst_ip 10.0.0.1 action drop"]), false)
+        .expect("add");
+    let h1 = r[0].handle.expect("handle");
+    let dup = sw
+        .add_flows(&strings(&["prio 1 dst_ip 10.0.0.1 action drop"]), false)
+        .expect("add");
+    let e = dup[0].error.as_deref().expect("a duplicate");
+    assert!(e.contains(&format!("handle {h1}")), "{e}");
+    // Delete and add again, many times: the handles only grow (the flow table's own handles
+    // are reused at once).
+    let mut last = h1;
+    for _ in 0..5 {
+        let d = sw
+            .del_flows(&strings(&["prio 1 dst_ip 10.0.0.1"]), false)
+            .expect("del");
+        assert_eq!(d[0].handle, Some(last), "{d:?}");
+        assert!(d[0].error.is_none(), "{d:?}");
+        let r = sw
+            .add_flows(&strings(&["prio 1 dst_ip 10.0.0.1 action drop"]), false)
+            .expect("add");
+        let h = r[0].handle.expect("handle");
+        assert!(h > last, "{h} after {last}");
+        last = h;
+    }
+    let d = sw.del_flows(&[format!("handle {h1}")], false).expect("del");
+    assert_eq!(
+        d[0].error.as_deref(),
+        Some(format!("no rule with handle {h1}").as_str())
+    );
+    assert_eq!(sw.dump_flows().len(), 1);
+}
+
+#[test]
+fn the_mask_quota_frees_as_rules_go() {
+    let sw = Switch::start(SwitchConfig {
+        max_masks: 1,
+        ..SwitchConfig::default()
+    })
+    .expect("switch starts");
+    let a = strings(&[
+        "prio 1 dst_ip 10.0.0.0/24 action drop",
+        "prio 1 dst_ip 10.0.1.0/24 action drop",
+    ]);
+    let r = sw.add_flows(&a, false).expect("add");
+    assert!(
+        r.iter().all(|x| x.error.is_none()),
+        "one mask, two rules: {r:?}"
+    );
+    let b = strings(&["prio 1 dst_ip 10.1.0.0/16 action drop"]);
+    let r = sw.add_flows(&b, false).expect("add");
+    assert!(
+        r[0].error
+            .as_deref()
+            .is_some_and(|e| e.contains("max_masks")),
+        "{r:?}"
+    );
+    // One rule of the /24 mask gone: the mask is still in use.
+    sw.del_flows(&strings(&["prio 1 dst_ip 10.0.0.0/24"]), false)
+        .expect("del");
+    let r = sw.add_flows(&b, false).expect("add");
+    assert!(r[0].error.is_some(), "{r:?}");
+    // Both gone (one by handle): the /16 fits.
+    let h = sw.dump_flows()[0]
+        .strip_prefix("handle ")
+        .and_then(|s| s.split(':').next())
+        .expect("a handle")
+        .to_string();
+    let d = sw.del_flows(&[h], false).expect("del");
+    assert!(d[0].error.is_none(), "{d:?}");
+    let r = sw.add_flows(&b, false).expect("add");
+    assert!(r[0].error.is_none(), "{r:?}");
+    // An atomic batch refused by the quota adds nothing.
+    let c = strings(&[
+        "prio 2 dst_ip 10.1.0.0/16 action drop",
+        "prio 2 dst_ip 10.2.0.0/24 action drop",
+    ]);
+    let r = sw.add_flows(&c, true).expect("add");
+    assert!(r.iter().all(|x| x.error.is_some()), "{r:?}");
+    assert_eq!(sw.flow_counts(), (1, 1));
+}
+
+#[test]
+fn port_numbers_out_of_range_and_too_big_batches_are_refused() {
+    let sw = Switch::start(SwitchConfig::default()).expect("switch starts");
+    for n in [0, sluice_switch::MAX_PORT_NUMBER + 1, u32::MAX] {
+        let mut req = sluice_switch::PortRequest::new("never0", sluice_switch::PortKind::Tap);
+        req.number = Some(n);
+        let e = sw.add_port(req).expect_err("refused");
+        assert!(e.to_string().contains("out of range"), "{e}");
+    }
+    let many = vec!["prio 1 action drop".to_string(); sluice_switch::MAX_BATCH + 1];
+    let e = sw.add_flows(&many, false).expect_err("refused");
+    assert!(e.to_string().contains("at most 100000"), "{e}");
+    let e = sw.del_flows(&many, false).expect_err("refused");
+    assert!(e.to_string().contains("at most 100000"), "{e}");
 }

@@ -200,24 +200,21 @@ pub(crate) fn gso<'py>(
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
     let requested = gso_type.map(gso_type_arg).transpose()?;
     let layout = parse_with(&data, &ParseConfig::DEFAULT).map_err(|e| parse_error(py, &e))?;
-    let ty = match requested {
-        Some(GsoType::None) => {
+    let ty = requested.unwrap_or_else(|| infer_type(&layout, false));
+    if ty != GsoType::None && segment_size == 0 {
+        return Err(gso_error(py, &GsoError::ZeroSegmentSize));
+    }
+    let Some(features) = features else {
+        if ty == GsoType::None {
+            if requested.is_none() {
+                // Neither TCP nor UDP: nothing to segment, copied unchanged (as the CLI does).
+                return Ok(vec![PyBytes::new(py, &data)]);
+            }
             // As `sluice pcap gso` with gso_type "none": one frame, checksums recomputed.
             let mut frame = data.to_vec();
             fill_in_place(py, &mut frame, &layout)?;
             return Ok(vec![PyBytes::new(py, &frame)]);
         }
-        Some(t) => t,
-        None => match infer_type(&layout, false) {
-            // Neither TCP nor UDP: nothing to segment, copied unchanged (as the CLI does).
-            GsoType::None => return Ok(vec![PyBytes::new(py, &data)]),
-            t => t,
-        },
-    };
-    if segment_size == 0 {
-        return Err(gso_error(py, &GsoError::ZeroSegmentSize));
-    }
-    let Some(features) = features else {
         let mut out = GsoOutput::new();
         sw_gso::segment(&data, &layout, &GsoParams::new(ty, segment_size), &mut out)
             .map_err(|e| gso_error(py, &e))?;
@@ -237,7 +234,8 @@ pub(crate) fn gso<'py>(
     })?;
     let dev = Device::new(features).with_mtu(mtu);
     let mut meta = OffloadMeta::from_layout(&layout);
-    meta.set_gso(ty, segment_size, false)
+    let size = if ty == GsoType::None { 0 } else { segment_size };
+    meta.set_gso(ty, size, false)
         .map_err(|e| PyValueError::new_err(format!("gso_type / segment_size: {e}")))?;
     let mut out = TxOutput::new();
     let handed: Vec<(&[u8], sluice_offload::tx::DeviceWork)> =

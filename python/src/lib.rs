@@ -3,7 +3,7 @@
 //!
 //! Every function here takes bytes and returns plain Python objects (dicts, lists, bytes); the
 //! dict of a parsed frame has exactly the keys and values of `sluice pcap inspect --json` (see
-//! [`report`]). Errors are raised as the exception classes of `sluice.errors`, built with the
+//! `report.rs`). Errors are raised as the exception classes of `sluice.errors`, built with the
 //! same context as the CLI's messages; nothing here panics on user input.
 
 use pyo3::call::PyCallArgs;

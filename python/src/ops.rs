@@ -46,7 +46,12 @@ fn parse_error(py: Python<'_>, e: &ParseError) -> PyErr {
     raise(
         py,
         "ParseError",
-        (e.to_string(), e.layer.name(), e.offset, e.reason.to_string()),
+        (
+            e.to_string(),
+            e.layer.name(),
+            e.offset,
+            e.reason.to_string(),
+        ),
     )
 }
 
@@ -333,8 +338,7 @@ impl Gro {
         frame: &[u8],
         emit: &mut impl FnMut(&GroPacket) -> PyResult<()>,
     ) -> PyResult<()> {
-        self.engine
-            .receive(frame, OffloadMeta::default(), self.now);
+        self.engine.receive(frame, OffloadMeta::default(), self.now);
         self.drain(py, emit)?;
         self.in_batch += 1;
         if self.in_batch == self.batch {
@@ -403,8 +407,9 @@ pub(crate) fn pcap_inspect<'py>(
     let mut index = 0u64;
     while let Some(frame) = reader.next_frame() {
         index += 1;
-        let frame = frame
-            .map_err(|m| pcap_error(py, format!("{}: frame {index}: {m}", path.display()), &path))?;
+        let frame = frame.map_err(|m| {
+            pcap_error(py, format!("{}: frame {index}: {m}", path.display()), &path)
+        })?;
         let not_ethernet = (frame.linktype != DataLink::ETHERNET)
             .then(|| NotEthernet(format!("link type {:?} is not Ethernet", frame.linktype)));
         let d = report(py, &frame.data, &cfg, not_ethernet)?;
@@ -446,13 +451,19 @@ pub(crate) fn pcap_gso<'py>(
     while let Some(frame) = reader.next_frame() {
         frames += 1;
         let frame = frame.map_err(|m| {
-            pcap_error(py, format!("{}: frame {frames}: {m}", input.display()), &input)
+            pcap_error(
+                py,
+                format!("{}: frame {frames}: {m}", input.display()),
+                &input,
+            )
         })?;
         let data = &frame.data;
         let layout = (frame.linktype == DataLink::ETHERNET)
             .then(|| sluice_wire::parse(data).ok())
             .flatten();
-        let ty = layout.as_ref().map_or(GsoType::None, |l| infer_type(l, ufo));
+        let ty = layout
+            .as_ref()
+            .map_or(GsoType::None, |l| infer_type(l, ufo));
         let (Some(layout), false) = (layout, ty == GsoType::None) else {
             writer.write(frame.timestamp, data).map_err(werr)?;
             passed += 1;

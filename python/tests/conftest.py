@@ -24,7 +24,7 @@ def cli_binary() -> Optional[Path]:
     """The `sluice` CLI: $SLUICE_BIN, else a built one in the repo's target dir, else PATH."""
     env = os.environ.get("SLUICE_BIN")
     if env:
-        return Path(env)
+        return Path(env).resolve()
     for profile in ("debug", "release"):
         p = REPO / "target" / profile / "sluice"
         if p.is_file():

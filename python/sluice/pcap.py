@@ -61,7 +61,8 @@ def gro(
 ) -> Dict[str, int]:
     """Coalesces the frames of a capture (``sluice pcap gro``); see :func:`sluice.gro`.
 
-    Frames of another link type than Ethernet are written through unchanged.
+    Frames of another link type than Ethernet are written through unchanged. Unlike the CLI,
+    no ``OUT.jsonl`` sidecar is written (the summary is returned instead).
 
     Returns:
         ``{"frames": in, "packets": out, "merged": packets made of more than one frame,

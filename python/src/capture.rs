@@ -31,6 +31,10 @@ enum Inner {
 pub(crate) struct CaptureReader {
     inner: Inner,
     ng_linktypes: Vec<DataLink>,
+    /// The path, for error messages.
+    path: String,
+    /// Frames returned so far.
+    frames: u64,
 }
 
 impl CaptureReader {
@@ -61,11 +65,22 @@ impl CaptureReader {
         Ok(CaptureReader {
             inner,
             ng_linktypes: Vec::new(),
+            path: p.to_string(),
+            frames: 0,
         })
     }
 
-    /// The next frame, `None` at the end of the file.
+    /// The next frame, `None` at the end of the file. An error names the file and the frame
+    /// number (as the CLI's `PATH: frame N: corrupt pcap record: ...`).
     pub fn next_frame(&mut self) -> Option<Result<Frame, String>> {
+        self.frames += 1;
+        match self.read() {
+            Some(Err(m)) => Some(Err(format!("{}: frame {}: {m}", self.path, self.frames))),
+            other => other,
+        }
+    }
+
+    fn read(&mut self) -> Option<Result<Frame, String>> {
         match &mut self.inner {
             Inner::Pcap(r) => {
                 let linktype = r.header().datalink;

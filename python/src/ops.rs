@@ -407,9 +407,7 @@ pub(crate) fn pcap_inspect<'py>(
     let mut index = 0u64;
     while let Some(frame) = reader.next_frame() {
         index += 1;
-        let frame = frame.map_err(|m| {
-            pcap_error(py, format!("{}: frame {index}: {m}", path.display()), &path)
-        })?;
+        let frame = frame.map_err(|m| pcap_error(py, m, &path))?;
         let not_ethernet = (frame.linktype != DataLink::ETHERNET)
             .then(|| NotEthernet(format!("link type {:?} is not Ethernet", frame.linktype)));
         let d = report(py, &frame.data, &cfg, not_ethernet)?;
@@ -450,13 +448,7 @@ pub(crate) fn pcap_gso<'py>(
     let mut errors: BTreeMap<&'static str, u64> = BTreeMap::new();
     while let Some(frame) = reader.next_frame() {
         frames += 1;
-        let frame = frame.map_err(|m| {
-            pcap_error(
-                py,
-                format!("{}: frame {frames}: {m}", input.display()),
-                &input,
-            )
-        })?;
+        let frame = frame.map_err(|m| pcap_error(py, m, &input))?;
         let data = &frame.data;
         let layout = (frame.linktype == DataLink::ETHERNET)
             .then(|| sluice_wire::parse(data).ok())
@@ -521,13 +513,7 @@ pub(crate) fn pcap_gro<'py>(
         };
         while let Some(frame) = reader.next_frame() {
             frames_in += 1;
-            let frame = frame.map_err(|m| {
-                pcap_error(
-                    py,
-                    format!("{}: frame {frames_in}: {m}", input.display()),
-                    &input,
-                )
-            })?;
+            let frame = frame.map_err(|m| pcap_error(py, m, &input))?;
             ts.set(frame.timestamp);
             if frame.linktype != DataLink::ETHERNET {
                 // Written through unchanged, after what is pending.

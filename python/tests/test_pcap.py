@@ -122,3 +122,13 @@ def test_pcapng_is_read(tmp_path):
     frames = sluice.pcap.inspect(path)
     assert [f.len for f in frames] == [len(p) for p in pkts]
     assert all(f.l4 == "tcp" and f.csum["l4"] == "good" for f in frames)
+
+
+def test_a_corrupt_record_names_the_file_and_frame(tmp_path):
+    path = tmp_path / "cut.pcap"
+    wrpcap(str(path), [Ether() / IP() / TCP() / Raw(b"r" * 200)] * 3)
+    data = path.read_bytes()
+    path.write_bytes(data[:-50])  # the third record is cut short
+    with pytest.raises(sluice.PcapError) as e:
+        sluice.pcap.inspect(path)
+    assert str(e.value).startswith(f"{path}: frame 3: corrupt pcap record: ")

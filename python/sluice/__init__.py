@@ -120,8 +120,10 @@ def gso(
             ``gso_zero_size``, ``gso_too_many_segs``, ...).
         FeatureError: an unknown feature name.
         DropError: the transmit path dropped it (for instance larger than the MTU and no GSO).
-        ValueError: an unknown ``gso_type``.
+        ValueError: an unknown ``gso_type``, or ``as_handed`` without ``features``.
     """
+    if as_handed and features is None:
+        raise ValueError("as_handed=True needs features: it returns what a device is handed")
     feats = None if features is None else list(features)
     return _sluice.gso(data, segment_size, gso_type, feats, mtu, as_handed)
 

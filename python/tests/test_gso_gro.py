@@ -242,6 +242,8 @@ def test_gso_errors():
         sluice.gso(raw, 1000, gso_type="sctp")
     with pytest.raises(OverflowError):
         sluice.gso(raw, 70000)
+    with pytest.raises(ValueError, match="as_handed=True needs features"):
+        sluice.gso(raw, 1000, as_handed=True)
 
 
 def test_drop_error_for_an_oversize_frame():

@@ -38,8 +38,8 @@ use crate::buf::PacketBuf;
 use core::fmt;
 use sluice_checksum::{pseudo, sum_from};
 use sluice_coverage::counter;
-use sluice_flow::{Action, Encap};
-use sluice_packet::meta::{Encap as MetaEncap, TunnelCsum};
+use sluice_flow::{Action, TunnelEncap};
+use sluice_packet::meta::{OuterHeaders, TunnelCsum};
 use sluice_packet::{rewrite, verify, CsumStatus, GsoType, Level, OffloadMeta, Slot};
 use sluice_wire::bytes::{read_u16, write_bytes};
 use sluice_wire::{
@@ -468,7 +468,7 @@ enum Outer {
 impl Outer {
     /// The outer addresses of `e`, checked: one address family, and a VNI that fits 24 bits
     /// (VXLAN, Geneve).
-    fn of(e: &Encap) -> Result<Outer, ActionError> {
+    fn of(e: &TunnelEncap) -> Result<Outer, ActionError> {
         let outer = match (e.src, e.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => Outer::V4(s.octets(), d.octets()),
             (IpAddr::V6(s), IpAddr::V6(d)) => Outer::V6(s.octets(), d.octets()),
@@ -545,7 +545,7 @@ impl Outer {
 fn encap(
     pkt: &mut PacketBuf,
     mut meta: OffloadMeta,
-    e: &Encap,
+    e: &TunnelEncap,
     cfg: &ParseConfig,
 ) -> Result<(), ActionError> {
     if meta.tunnel().is_some() {
@@ -608,7 +608,7 @@ fn encap(
     let l4_csum = outer_udp_checksum(h, l4, e, outer, &meta, frame, l4_len16)?;
 
     let as_u16 = |v: usize| u16::try_from(v).unwrap_or(u16::MAX);
-    meta.encapsulate(&MetaEncap {
+    meta.encapsulate(&OuterHeaders {
         kind: e.kind,
         outer_l3_kind: outer.kind(),
         outer_l2: Some(0),
@@ -637,7 +637,7 @@ fn encap(
 fn outer_udp_checksum(
     h: &mut [u8],
     l4: usize,
-    e: &Encap,
+    e: &TunnelEncap,
     outer: Outer,
     meta: &OffloadMeta,
     frame: &[u8],
@@ -670,7 +670,7 @@ fn outer_udp_checksum(
 fn write_tunnel_header(
     h: &mut [u8],
     l4: usize,
-    e: &Encap,
+    e: &TunnelEncap,
     sport: u16,
     dport: u16,
     l4_len: u16,

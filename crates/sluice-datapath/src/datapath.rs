@@ -172,7 +172,8 @@ impl std::error::Error for DatapathError {
     }
 }
 
-struct Slot {
+/// One port of the datapath: the port itself, its transmit device, options, GRO engine and counters.
+struct PortEntry {
     number: u32,
     /// The device vanished: not polled, not sent to, until [`Datapath::replace_port`].
     down: bool,
@@ -184,7 +185,7 @@ struct Slot {
     stats: PortStats,
 }
 
-impl Slot {
+impl PortEntry {
     fn gro_stats(&self) -> GroStats {
         let mut s = self.gro_total;
         if let Some(g) = &self.gro {
@@ -214,7 +215,7 @@ fn add_gro(a: &mut GroStats, b: &GroStats) {
 pub struct Datapath {
     cfg: DatapathConfig,
     /// The ports, sorted by number (never indexed by a port number: a client picks those).
-    slots: Vec<Slot>,
+    slots: Vec<PortEntry>,
     reader: Reader,
     cache: Option<ExactCache>,
     pool: BufPool,
@@ -267,7 +268,7 @@ impl Datapath {
             Err(at) => at,
         };
         let device = port.device();
-        let slot = Slot {
+        let slot = PortEntry {
             number,
             down: false,
             port,
@@ -335,11 +336,11 @@ impl Datapath {
         self.slots.iter().map(|s| s.number)
     }
 
-    fn slot(&self, number: u32) -> Option<&Slot> {
+    fn slot(&self, number: u32) -> Option<&PortEntry> {
         self.slots.get(self.pos(number).ok()?)
     }
 
-    fn slot_mut(&mut self, number: u32) -> Result<&mut Slot, DatapathError> {
+    fn slot_mut(&mut self, number: u32) -> Result<&mut PortEntry, DatapathError> {
         match self.pos(number) {
             Ok(at) => self
                 .slots

@@ -5,9 +5,9 @@ use proptest::prelude::*;
 use sluice_checksum::{checksum, pseudo, sum_from};
 use sluice_datapath::actions::{apply, inner_flow_hash, src_port_from_hash, ActionError};
 use sluice_datapath::PacketBuf;
-use sluice_flow::{Action, Encap, TunnelKind};
+use sluice_flow::{Action, TunnelEncap, TunnelKind};
 use sluice_offload::features::{Device, Features};
-use sluice_offload::tx::{tx_prepare, Actions, TxOutcome, TxOutput, TxPacket};
+use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket, TxSteps};
 use sluice_packet::verify::{verify_frame, Verdict, Verdicts};
 use sluice_packet::{rewrite, CsumStatus, GsoType, Level, OffloadMeta, Slot};
 use sluice_wire::{parse_with, ParseConfig};
@@ -167,7 +167,7 @@ fn encap(kind: TunnelKind, outer: Ip, id: u32, udp_csum: bool) -> Action {
             v6([0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]),
         ),
     };
-    Action::Encap(Encap {
+    Action::Encap(TunnelEncap {
         kind,
         src,
         dst,
@@ -629,7 +629,7 @@ fn encap_refusals_leave_the_packet_alone() {
     let f = build(Ip::V4, L4::Udp, &[], b"abc");
     let m = verified_meta(&f);
     let mut p = pkt(&f, m);
-    let mixed = Action::Encap(Encap {
+    let mixed = Action::Encap(TunnelEncap {
         kind: TunnelKind::Vxlan,
         src: v4([192, 0, 2, 9]),
         dst: v6(V6_DST),
@@ -842,7 +842,7 @@ fn gso_after_vxlan_encap_software_segmentation() {
         let r = tx_prepare(&TxPacket::new(p.frame(), p.meta), &dev, &mut out);
         match r {
             TxOutcome::Prepared { actions, frames } => {
-                assert!(actions.contains(Actions::SOFT_GSO), "{actions:?}");
+                assert!(actions.contains(TxSteps::SOFT_GSO), "{actions:?}");
                 assert_eq!(frames, 45);
             }
             other => panic!("udp_csum {udp_csum}: {other:?}"),
@@ -913,7 +913,7 @@ fn gso_after_vxlan_encap_left_to_a_tunnel_gso_device() {
         let TxOutcome::Unchanged { actions, work } = r else {
             panic!("udp_csum {udp_csum}: {r:?}");
         };
-        assert!(actions.contains(Actions::HW_GSO), "{actions:?}");
+        assert!(actions.contains(TxSteps::HW_GSO), "{actions:?}");
         assert_eq!(work.gso, Some((GsoType::TcpV4, 1448, false)));
         assert_eq!(work.l4_csum, Some((50 + 34, 16)), "inner TCP checksum");
         assert_eq!(work.vlan, None);
@@ -927,10 +927,10 @@ fn gso_after_vxlan_encap_left_to_a_tunnel_gso_device() {
         let dev = Device::new(feats.without(Features::UDP_TNL_CSUM)).with_mtu(1600);
         let r = tx_prepare(&TxPacket::new(p.frame(), p.meta), &dev, &mut out);
         if udp_csum {
-            assert!(!r.actions().contains(Actions::HW_GSO), "{r:?}");
-            assert!(!r.actions().contains(Actions::DROP), "{r:?}");
+            assert!(!r.actions().contains(TxSteps::HW_GSO), "{r:?}");
+            assert!(!r.actions().contains(TxSteps::DROP), "{r:?}");
         } else {
-            assert!(r.actions().contains(Actions::HW_GSO), "{r:?}");
+            assert!(r.actions().contains(TxSteps::HW_GSO), "{r:?}");
         }
     }
 }

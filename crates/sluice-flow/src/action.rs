@@ -1,6 +1,6 @@
-//! Actions a rule applies to the packets it matches.
+//! ActionList a rule applies to the packets it matches.
 //!
-//! A rule's action list is an [`Actions`]: one shared, immutable `Arc<[Action]>`. The flow table
+//! A rule's action list is an [`ActionList`]: one shared, immutable `Arc<[Action]>`. The flow table
 //! interns action lists, so the many rules that share a list (say `output:3`) share one
 //! allocation, and both copies of the table point at it instead of holding their own.
 
@@ -11,7 +11,7 @@ pub use sluice_wire::TunnelKind;
 
 /// Tunnel encapsulation parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Encap {
+pub struct TunnelEncap {
     /// VXLAN, Geneve or GRE.
     pub kind: TunnelKind,
     /// Outer IP source (v4 or v6; both endpoints must be the same family).
@@ -62,24 +62,24 @@ pub enum Action {
     /// Rewrite the L4 destination port.
     SetTpDst(u16),
     /// Encapsulate in a tunnel.
-    Encap(Encap),
+    Encap(TunnelEncap),
     /// Remove the outer headers of a tunnelled packet.
     Decap,
 }
 
 /// An immutable, shared action list.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Actions(Arc<[Action]>);
+pub struct ActionList(Arc<[Action]>);
 
-impl Actions {
+impl ActionList {
     /// Builds a list.
     pub fn new(list: impl Into<Arc<[Action]>>) -> Self {
-        Actions(list.into())
+        ActionList(list.into())
     }
 
     /// The list with a single `output:port`.
     pub fn output(port: u32) -> Self {
-        Actions(Arc::new([Action::Output(port)]))
+        ActionList(Arc::new([Action::Output(port)]))
     }
 
     /// The actions, in order.
@@ -88,7 +88,7 @@ impl Actions {
     }
 
     /// Whether both values share one allocation.
-    pub fn ptr_eq(&self, other: &Actions) -> bool {
+    pub fn ptr_eq(&self, other: &ActionList) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
@@ -104,7 +104,7 @@ impl Actions {
     }
 }
 
-impl core::ops::Deref for Actions {
+impl core::ops::Deref for ActionList {
     type Target = [Action];
     fn deref(&self) -> &[Action] {
         &self.0

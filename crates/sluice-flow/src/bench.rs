@@ -3,7 +3,7 @@
 //! ([`bench_rule`]) and packets that match them ([`packet_for`]). Pure functions: no I/O, no
 //! threads, no clock (the timing and the rule-file loader are in the `sluice` binary).
 
-use crate::action::{Action, Actions};
+use crate::action::{Action, ActionList};
 use crate::key::{v4_mapped, Field, FlowKey};
 use crate::rule::{Match, Rule};
 
@@ -30,7 +30,7 @@ impl SplitMix {
 /// The benchmark's rule `i` of `n` over `masks` masks: IPv4 TCP, `dst_ip` with prefix
 /// 16 + (mask mod 16), exact `dst_port`, plus `src_ip 172.16.0.0/12`-style and `in_port`
 /// matches for masks 16..64. Distinct for every `i`; priority pseudo-random in 0..1024; action
-/// `output:(i mod 16)`, one shared [`Actions`] value per port.
+/// `output:(i mod 16)`, one shared [`ActionList`] value per port.
 pub fn bench_rule(i: usize, masks: usize) -> Rule {
     let masks = masks.clamp(1, 64);
     let j = i % masks;
@@ -62,7 +62,7 @@ pub fn bench_rule(i: usize, masks: usize) -> Rule {
         actions: BENCH_ACTIONS.with(|a| {
             a.get(i % 16)
                 .cloned()
-                .unwrap_or_else(|| Actions::output((i % 16) as u32))
+                .unwrap_or_else(|| ActionList::output((i % 16) as u32))
         }),
     }
 }
@@ -71,8 +71,8 @@ thread_local! {
     /// The benchmark's 16 action lists (`output:0` … `output:15`), one value each that its
     /// rules share, as a controller reuses its action values (a rule file's repeated action
     /// texts share one list too: see [`crate::text`]).
-    static BENCH_ACTIONS: Vec<Actions> =
-        (0..16).map(|p| Actions::new([Action::Output(p)])).collect();
+    static BENCH_ACTIONS: Vec<ActionList> =
+        (0..16).map(|p| ActionList::new([Action::Output(p)])).collect();
 }
 
 /// A packet that matches `rule` (random bits where the rule's mask is zero).

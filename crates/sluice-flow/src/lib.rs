@@ -3,7 +3,7 @@
 //! - [`FlowKey`]: every matchable header field of a packet in [`key::KEY_WORDS`] 64-bit words,
 //!   filled from a parsed frame by [`FlowKey::extract`]; a [`Mask`] has the same shape.
 //! - [`Rule`]: a [`Match`] (`key`, `mask`), a priority (higher wins; equal priorities go to the
-//!   lowest [`Handle`]) and [`Actions`] (a shared, interned `Arc<[Action]>`).
+//!   lowest [`Handle`]) and [`ActionList`] (a shared, interned `Arc<[Action]>`).
 //! - [`FlowTable`]: the single writer. Batches (`insert_batch`, `delete_batch`, `modify_batch`,
 //!   best-effort or all-or-nothing) return one result per rule and are published at once.
 //!   Handles come from an IDR-like allocator; quotas on rule count and memory.
@@ -50,7 +50,7 @@ pub mod rule;
 pub mod table;
 pub mod text;
 
-pub use action::{Action, Actions, Encap, TunnelKind};
+pub use action::{Action, ActionList, TunnelEncap, TunnelKind};
 pub use classifier::{ExactCache, HitRef};
 pub use key::{Field, FlowKey, Mask};
 pub use rule::{BatchMode, Handle, Match, Rule, RuleError, RuleRef};

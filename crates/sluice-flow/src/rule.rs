@@ -1,6 +1,6 @@
 //! Rules: a masked match, a priority and actions; handles; typed per-rule errors.
 
-use crate::action::Actions;
+use crate::action::ActionList;
 use crate::key::{Field, FlowKey, Mask};
 
 /// A masked match: a packet matches when `packet & mask == key`.
@@ -85,7 +85,7 @@ pub struct Rule {
     /// Higher wins.
     pub priority: u32,
     /// What to do with them.
-    pub actions: Actions,
+    pub actions: ActionList,
 }
 
 /// A rule's handle: a small integer, reused after the rule is deleted.

@@ -26,7 +26,7 @@
 //! `dst_ip 10.0.0.0/8` alone is enough; `ip_proto`, `ip_tos` and `ip_ttl` need an IP family from
 //! either. A value with bits outside its mask is masked (`10.0.0.1/24` means `10.0.0.0/24`).
 //!
-//! Actions: `output:PORT`, `drop`, `push_vlan:TPID:VID[:PCP]`, `pop_vlan`,
+//! ActionList: `output:PORT`, `drop`, `push_vlan:TPID:VID[:PCP]`, `pop_vlan`,
 //! `set_eth_src:MAC`, `set_eth_dst:MAC`, `set_ipv4_src:A`, `set_ipv4_dst:A`, `set_ipv6_src:A`,
 //! `set_ipv6_dst:A`, `set_ttl:N`, `set_dscp:N`, `set_tp_src:N`, `set_tp_dst:N`,
 //! `encap:KIND:id=N:src=ADDR:dst=ADDR[:csum]` (KIND `vxlan`, `geneve` or `gre`; IPv6 addresses in
@@ -40,7 +40,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::action::{Action, Actions, Encap, TunnelKind};
+use crate::action::{Action, ActionList, TunnelEncap, TunnelKind};
 use crate::key::{flags, vlan_tci, Field, VLAN_PRESENT};
 use crate::rule::{Match, Rule};
 
@@ -560,7 +560,7 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
     Ok(Rule {
         matcher: m,
         priority: prio,
-        actions: Actions::new(actions),
+        actions: ActionList::new(actions),
     })
 }
 
@@ -748,7 +748,7 @@ fn parse_action(t: Tok<'_>, ports: &PortNames) -> Result<Action, ParseError> {
             if kind != TunnelKind::Gre && id > 0x00ff_ffff {
                 return Err(err("VXLAN/Geneve ids are 24 bits".into()));
             }
-            Action::Encap(Encap {
+            Action::Encap(TunnelEncap {
                 kind,
                 src,
                 dst,

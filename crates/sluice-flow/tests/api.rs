@@ -1,6 +1,6 @@
 //! Handles, quotas, typed errors, modify, batches on threads and the two copies' shared layout.
 use sluice_flow::{
-    bench, parse_rule, Action, Actions, BatchMode, Field, FlowKey, FlowTable, Handle, Match,
+    bench, parse_rule, Action, ActionList, BatchMode, Field, FlowKey, FlowTable, Handle, Match,
     PortNames, Rule, RuleError, RuleRef, TableConfig,
 };
 
@@ -59,7 +59,7 @@ fn quotas_and_invalid_masks() {
             mask: FlowKey::ZERO,
         },
         priority: 0,
-        actions: Actions::output(1),
+        actions: ActionList::output(1),
     };
     assert_eq!(t.insert(bad), Err(RuleError::InvalidMask));
 }
@@ -116,7 +116,7 @@ fn modify_and_delete_by_exact_match() {
         reader.lookup(&pk).unwrap().2.as_slice(),
         &[Action::Output(1)]
     );
-    let new = Actions::new([Action::PopVlan, Action::Output(4)]);
+    let new = ActionList::new([Action::PopVlan, Action::Output(4)]);
     let res = t.modify_batch(
         vec![(
             RuleRef::Exact {
@@ -216,8 +216,8 @@ fn aborted_batches_keep_both_copies_in_step() {
 #[test]
 fn shared_action_values_and_reused_masks_stay_exact() {
     let mut t = FlowTable::new(TableConfig::default());
-    let lists: Vec<Actions> = (0..4).map(Actions::output).collect();
-    let with = |port: u16, prio: u32, prefix: u8, a: &Actions| {
+    let lists: Vec<ActionList> = (0..4).map(ActionList::output).collect();
+    let with = |port: u16, prio: u32, prefix: u8, a: &ActionList| {
         let mut r = rule(port, prio);
         let mut k = [0u8; 16];
         k[12] = 10;
@@ -257,7 +257,7 @@ fn shared_action_values_and_reused_masks_stay_exact() {
         assert_eq!(t.masks(), 0);
     }
     // A list with other content at a new allocation is never confused with a cached one.
-    let other = Actions::new([Action::Drop]);
+    let other = ActionList::new([Action::Drop]);
     let h = t.insert(with(1, 1, 8, &other)).unwrap();
     assert_eq!(t.rule(h).unwrap().actions, other);
 }
@@ -277,7 +277,7 @@ fn parallel_insertion_equals_in_order_insertion() {
             mask: FlowKey::ZERO,
         },
         priority: 0,
-        actions: Actions::output(1),
+        actions: ActionList::output(1),
     };
     let batch = |from: usize, older: &[Rule]| -> Vec<Rule> {
         let mut b: Vec<Rule> = (from..from + n).map(|i| bench::bench_rule(i, 8)).collect();

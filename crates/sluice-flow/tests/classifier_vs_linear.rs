@@ -2,7 +2,7 @@
 //! deletes and modifies with overlapping masks and equal priorities.
 use proptest::prelude::*;
 use sluice_flow::{
-    key::v4_mapped, Action, Actions, BatchMode, Field, FlowKey, FlowTable, Handle, Match, Rule,
+    key::v4_mapped, Action, ActionList, BatchMode, Field, FlowKey, FlowTable, Handle, Match, Rule,
     RuleError, RuleRef, TableConfig,
 };
 
@@ -51,7 +51,7 @@ fn arb_rule() -> impl Strategy<Value = Rule> {
     (arb_match(), 0u32..4, 0u32..3).prop_map(|(matcher, priority, out)| Rule {
         matcher,
         priority,
-        actions: Actions::new([Action::Output(out)]),
+        actions: ActionList::new([Action::Output(out)]),
     })
 }
 
@@ -93,7 +93,7 @@ struct Model {
 }
 
 impl Model {
-    fn lookup(&self, k: &FlowKey) -> Option<(Handle, u32, Actions)> {
+    fn lookup(&self, k: &FlowKey) -> Option<(Handle, u32, ActionList)> {
         self.rules
             .iter()
             .filter(|(_, r)| r.matcher.matches(k))
@@ -210,8 +210,8 @@ proptest! {
                     }
                 }
                 Step::Modify(idx, out) => {
-                    let a = Actions::new([Action::Output(out + 10)]);
-                    let targets: Vec<(RuleRef, Actions)> = idx.iter().filter_map(|i| model.rules.get(*i)).map(|(h, _)| (RuleRef::Handle(*h), a.clone())).collect();
+                    let a = ActionList::new([Action::Output(out + 10)]);
+                    let targets: Vec<(RuleRef, ActionList)> = idx.iter().filter_map(|i| model.rules.get(*i)).map(|(h, _)| (RuleRef::Handle(*h), a.clone())).collect();
                     let hs: Vec<Handle> = targets.iter().map(|(t, _)| match t { RuleRef::Handle(h) => *h, _ => Handle(0) }).collect();
                     let res = t.modify_batch(targets, BatchMode::BestEffort);
                     prop_assert!(res.iter().all(|r| r.is_ok()));

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 
 use sluice_flow::{
-    key::v4_mapped, Action, Actions, BatchMode, Field, FlowKey, FlowTable, Match, Rule, RuleRef,
+    key::v4_mapped, Action, ActionList, BatchMode, Field, FlowKey, FlowTable, Match, Rule, RuleRef,
     TableConfig,
 };
 
@@ -29,7 +29,7 @@ fn batch(b: u32) -> Vec<Rule> {
             Rule {
                 matcher: m,
                 priority: b * K + i,
-                actions: Actions::new([Action::Output(b)]),
+                actions: ActionList::new([Action::Output(b)]),
             }
         })
         .collect()

@@ -132,7 +132,7 @@ fn wide_and_narrow_masks_round_trip_through_the_writer() {
             let got = snap.lookup(&r.matcher.key).map(|x| x.handle);
             assert_eq!(got, Some(*h), "round {round}: {r:?}");
         }
-        let a = sluice_flow::Actions::new([sluice_flow::Action::Output(9)]);
+        let a = sluice_flow::ActionList::new([sluice_flow::Action::Output(9)]);
         let changes = hs
             .iter()
             .map(|h| (RuleRef::Handle(*h), a.clone()))

@@ -21,7 +21,7 @@
 //!    (`Good`, `Bad` and `Unknown` are left untouched).
 //!
 //! Every branch bumps a coverage counter ([`COUNTERS`]). The result says what was done
-//! ([`Actions`]) and, per emitted frame, what the device still has to do ([`DeviceWork`]).
+//! ([`TxSteps`]) and, per emitted frame, what the device still has to do ([`DeviceWork`]).
 //!
 //! Nothing here panics on any packet; buffers in [`TxOutput`] are reused, so after warm-up
 //! nothing is allocated per packet.
@@ -180,69 +180,69 @@ pub struct DeviceWork {
 
 /// What software did. A set of flags.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Actions(u16);
+pub struct TxSteps(u16);
 
-impl Actions {
+impl TxSteps {
     /// Nothing.
-    pub const NONE: Actions = Actions(0);
+    pub const NONE: TxSteps = TxSteps(0);
     /// Inserted a VLAN tag in software.
-    pub const VLAN_SW: Actions = Actions(1);
+    pub const VLAN_SW: TxSteps = TxSteps(1);
     /// Left a VLAN tag to the device.
-    pub const VLAN_HW: Actions = Actions(1 << 1);
+    pub const VLAN_HW: TxSteps = TxSteps(1 << 1);
     /// Segmented fully in software.
-    pub const SOFT_GSO: Actions = Actions(1 << 2);
+    pub const SOFT_GSO: TxSteps = TxSteps(1 << 2);
     /// Partial segmentation.
-    pub const PARTIAL_GSO: Actions = Actions(1 << 3);
+    pub const PARTIAL_GSO: TxSteps = TxSteps(1 << 3);
     /// Handed the GSO packet to the device.
-    pub const HW_GSO: Actions = Actions(1 << 4);
+    pub const HW_GSO: TxSteps = TxSteps(1 << 4);
     /// Copied the packet into one buffer.
-    pub const LINEARIZE: Actions = Actions(1 << 5);
+    pub const LINEARIZE: TxSteps = TxSteps(1 << 5);
     /// Completed at least one checksum in software.
-    pub const SW_CSUM: Actions = Actions(1 << 6);
+    pub const SW_CSUM: TxSteps = TxSteps(1 << 6);
     /// Left at least one checksum to the device.
-    pub const HW_CSUM: Actions = Actions(1 << 7);
+    pub const HW_CSUM: TxSteps = TxSteps(1 << 7);
     /// Dropped.
-    pub const DROP: Actions = Actions(1 << 8);
+    pub const DROP: TxSteps = TxSteps(1 << 8);
 
-    const NAMES: [(Actions, &'static str); 9] = [
-        (Actions::VLAN_SW, "vlan_sw"),
-        (Actions::VLAN_HW, "vlan_hw"),
-        (Actions::SOFT_GSO, "soft_gso"),
-        (Actions::PARTIAL_GSO, "partial_gso"),
-        (Actions::HW_GSO, "hw_gso"),
-        (Actions::LINEARIZE, "linearize"),
-        (Actions::SW_CSUM, "sw_csum"),
-        (Actions::HW_CSUM, "hw_csum"),
-        (Actions::DROP, "drop"),
+    const NAMES: [(TxSteps, &'static str); 9] = [
+        (TxSteps::VLAN_SW, "vlan_sw"),
+        (TxSteps::VLAN_HW, "vlan_hw"),
+        (TxSteps::SOFT_GSO, "soft_gso"),
+        (TxSteps::PARTIAL_GSO, "partial_gso"),
+        (TxSteps::HW_GSO, "hw_gso"),
+        (TxSteps::LINEARIZE, "linearize"),
+        (TxSteps::SW_CSUM, "sw_csum"),
+        (TxSteps::HW_CSUM, "hw_csum"),
+        (TxSteps::DROP, "drop"),
     ];
 
     /// Whether every flag of `other` is set.
-    pub const fn contains(self, other: Actions) -> bool {
+    pub const fn contains(self, other: TxSteps) -> bool {
         self.0 & other.0 == other.0
     }
 
     /// Union.
-    pub const fn union(self, other: Actions) -> Actions {
-        Actions(self.0 | other.0)
+    pub const fn union(self, other: TxSteps) -> TxSteps {
+        TxSteps(self.0 | other.0)
     }
 
-    fn set(&mut self, a: Actions) {
+    fn set(&mut self, a: TxSteps) {
         self.0 |= a.0;
     }
 }
 
-impl core::ops::BitOr for Actions {
-    type Output = Actions;
-    fn bitor(self, rhs: Actions) -> Actions {
+impl core::ops::BitOr for TxSteps {
+    type Output = TxSteps;
+    fn bitor(self, rhs: TxSteps) -> TxSteps {
         self.union(rhs)
     }
 }
 
 /// `+`-separated flag names, or `none`.
-impl fmt::Display for Actions {
+impl fmt::Display for TxSteps {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        for (a, n) in Actions::NAMES {
+        for (a, n) in TxSteps::NAMES {
             if self.contains(a) {
                 if !first {
                     f.write_str("+")?;
@@ -258,9 +258,9 @@ impl fmt::Display for Actions {
     }
 }
 
-impl fmt::Debug for Actions {
+impl fmt::Debug for TxSteps {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Actions({self})")
+        write!(f, "TxSteps({self})")
     }
 }
 
@@ -312,14 +312,14 @@ pub enum TxOutcome {
     /// Send the packet as given (no byte changed, no copy); the device does `work`.
     Unchanged {
         /// What was decided (only `*_HW` flags).
-        actions: Actions,
+        actions: TxSteps,
         /// The device's part.
         work: DeviceWork,
     },
     /// Send the frames now in the [`TxOutput`].
     Prepared {
         /// What software did.
-        actions: Actions,
+        actions: TxSteps,
         /// Number of frames in the output.
         frames: usize,
     },
@@ -329,10 +329,10 @@ pub enum TxOutcome {
 
 impl TxOutcome {
     /// The actions taken (`DROP` for a drop).
-    pub fn actions(&self) -> Actions {
+    pub fn actions(&self) -> TxSteps {
         match self {
             TxOutcome::Unchanged { actions, .. } | TxOutcome::Prepared { actions, .. } => *actions,
-            TxOutcome::Dropped(_) => Actions::DROP,
+            TxOutcome::Dropped(_) => TxSteps::DROP,
         }
     }
 }
@@ -560,7 +560,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
         }
     }
 
-    let mut actions = Actions::NONE;
+    let mut actions = TxSteps::NONE;
     let mut work = DeviceWork::default();
     // The working copy, materialised only when a byte must change or pieces must be joined.
     let mut linear = false;
@@ -569,7 +569,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
     if let Some(tag) = pkt.vlan {
         if tag.feature().is_some_and(|x| f.has(x)) {
             work.vlan = Some(tag);
-            actions.set(Actions::VLAN_HW);
+            actions.set(TxSteps::VLAN_HW);
             VLAN_HW_INSERT.inc();
         } else {
             gather(pkt, &mut out.arena);
@@ -578,7 +578,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
             if meta.vlan_pushed(4).is_err() {
                 return TxOutcome::Dropped(DropReason::Malformed("no L2 header for the VLAN tag"));
             }
-            actions.set(Actions::VLAN_SW);
+            actions.set(TxSteps::VLAN_SW);
             VLAN_SW_INSERTED.inc();
         }
     }
@@ -620,7 +620,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
             if needs_flat && !linear {
                 gather(pkt, &mut out.arena);
                 linear = true;
-                actions.set(Actions::LINEARIZE);
+                actions.set(TxSteps::LINEARIZE);
                 LINEARIZED.inc();
             }
             if meta.status(innermost) != CsumStatus::Partial {
@@ -645,7 +645,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
             }
             work.gso = Some((meta.gso_type(), meta.segment_size(), meta.gso_ecn()));
             work.l4_csum = Some((meta.csum_start(), meta.csum_offset()));
-            actions.set(Actions::HW_GSO);
+            actions.set(TxSteps::HW_GSO);
             HW_GSO.inc();
             return finish(pkt, out, linear, actions, work);
         }
@@ -667,12 +667,12 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
         return match r {
             Ok(n) => {
                 actions.set(if partial {
-                    Actions::PARTIAL_GSO
+                    TxSteps::PARTIAL_GSO
                 } else {
-                    Actions::SOFT_GSO
+                    TxSteps::SOFT_GSO
                 });
                 if out.frames.iter().any(|fr| fr.work.l4_csum.is_some()) {
-                    actions.set(Actions::HW_CSUM);
+                    actions.set(TxSteps::HW_CSUM);
                 }
                 TxOutcome::Prepared { actions, frames: n }
             }
@@ -689,7 +689,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
     if needs_flat && !linear {
         gather(pkt, &mut out.arena);
         linear = true;
-        actions.set(Actions::LINEARIZE);
+        actions.set(TxSteps::LINEARIZE);
         LINEARIZED.inc();
     }
 
@@ -715,7 +715,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
                 Slot::InnerIp => work.inner_ip_csum = true,
                 _ => {}
             }
-            actions.set(Actions::HW_CSUM);
+            actions.set(TxSteps::HW_CSUM);
             HW_CSUM.inc();
             continue;
         }
@@ -728,7 +728,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
                 "partial checksum does not fit the frame",
             ));
         }
-        actions.set(Actions::SW_CSUM);
+        actions.set(TxSteps::SW_CSUM);
         SW_CSUM_COMPLETED.inc();
     }
     if meta.partial_slot().is_some() {
@@ -741,7 +741,7 @@ fn finish(
     _pkt: &TxPacket<'_>,
     out: &mut TxOutput,
     linear: bool,
-    actions: Actions,
+    actions: TxSteps,
     work: DeviceWork,
 ) -> TxOutcome {
     if !linear {

@@ -7,11 +7,11 @@
 
 use sluice_testkit::tx_frames as builder;
 
-use builder::{packet, Csum, Encap, Ip, L4};
+use builder::{packet, Csum, Envelope, Ip, L4};
 use sluice_coverage::Counter;
 use sluice_offload::features::{Device, Features};
 use sluice_offload::tx::{
-    self, emulate_device, tx_prepare, Actions, TxOutcome, TxOutput, TxPacket,
+    self, emulate_device, tx_prepare, TxOutcome, TxOutput, TxPacket, TxSteps,
 };
 use sluice_packet::verify::verify_frame;
 use sluice_packet::Verdict;
@@ -72,8 +72,8 @@ impl Profile {
 }
 
 /// The expectation table, stated per profile.
-fn expect(p: Profile, e: Encap, ip: Ip, gso: bool, c: Csum) -> Actions {
-    let two_tags = e == Encap::Tag2;
+fn expect(p: Profile, e: Envelope, ip: Ip, gso: bool, c: Csum) -> TxSteps {
+    let two_tags = e == Envelope::Tag2;
     // Can the device fill the innermost L4 checksum of this packet?
     let fills = match p {
         Profile::None => false,
@@ -82,32 +82,34 @@ fn expect(p: Profile, e: Encap, ip: Ip, gso: bool, c: Csum) -> Actions {
     };
     let csum = |fills: bool| {
         if fills {
-            Actions::HW_CSUM
+            TxSteps::HW_CSUM
         } else {
-            Actions::NONE
+            TxSteps::NONE
         }
     };
     if !gso {
         return match c {
-            Csum::Partial if fills => Actions::HW_CSUM,
-            Csum::Partial => Actions::SW_CSUM,
-            _ => Actions::NONE,
+            Csum::Partial if fills => TxSteps::HW_CSUM,
+            Csum::Partial => TxSteps::SW_CSUM,
+            _ => TxSteps::NONE,
         };
     }
     if c == Csum::Bad {
-        return Actions::DROP;
+        return TxSteps::DROP;
     }
-    let soft = Actions::SOFT_GSO | csum(fills);
+    let soft = TxSteps::SOFT_GSO | csum(fills);
     match p {
         Profile::None | Profile::CsumOnly | Profile::IpCsumOnly | Profile::NoSg => soft,
         Profile::FullTso if two_tags => soft,
-        Profile::FullTso => Actions::HW_GSO,
+        Profile::FullTso => TxSteps::HW_GSO,
         Profile::TsoNoTunnel if two_tags || e.tunnelled() => soft,
-        Profile::TsoNoTunnel => Actions::HW_GSO,
+        Profile::TsoNoTunnel => TxSteps::HW_GSO,
         Profile::TunnelNoOuterCsum if two_tags => soft,
         // VXLAN carries an outer UDP checksum the device cannot compute: partial GSO.
-        Profile::TunnelNoOuterCsum if e == Encap::Vxlan => Actions::PARTIAL_GSO | Actions::HW_CSUM,
-        Profile::TunnelNoOuterCsum => Actions::HW_GSO,
+        Profile::TunnelNoOuterCsum if e == Envelope::Vxlan => {
+            TxSteps::PARTIAL_GSO | TxSteps::HW_CSUM
+        }
+        Profile::TunnelNoOuterCsum => TxSteps::HW_GSO,
     }
 }
 
@@ -139,7 +141,7 @@ fn matrix() {
     let mut cells = 0;
     for p in Profile::ALL {
         let dev = p.device();
-        for e in Encap::ALL {
+        for e in Envelope::ALL {
             for ip in [Ip::V4, Ip::V6] {
                 for l4 in [L4::Tcp, L4::Udp] {
                     for gso in [false, true] {
@@ -172,37 +174,37 @@ fn check_counters(what: &str, r: TxOutcome, d: &[(&'static str, u64)], gso: bool
     assert_eq!(get(d, "tx_prepared"), 1, "{what}: {d:?}");
     assert_eq!(
         get(d, "sw_csum_completed"),
-        u64::from(a.contains(Actions::SW_CSUM)),
+        u64::from(a.contains(TxSteps::SW_CSUM)),
         "{what}: {d:?}"
     );
     assert_eq!(
         get(d, "hw_gso"),
-        u64::from(a.contains(Actions::HW_GSO)),
+        u64::from(a.contains(TxSteps::HW_GSO)),
         "{what}: {d:?}"
     );
     assert_eq!(
         get(d, "soft_gso"),
-        u64::from(a.contains(Actions::SOFT_GSO)),
+        u64::from(a.contains(TxSteps::SOFT_GSO)),
         "{what}: {d:?}"
     );
     assert_eq!(
         get(d, "soft_gso_segments"),
-        if a.contains(Actions::SOFT_GSO) { 3 } else { 0 },
+        if a.contains(TxSteps::SOFT_GSO) { 3 } else { 0 },
         "{what}: {d:?}"
     );
     assert_eq!(
         get(d, "partial_gso"),
-        u64::from(a.contains(Actions::PARTIAL_GSO)),
+        u64::from(a.contains(TxSteps::PARTIAL_GSO)),
         "{what}: {d:?}"
     );
     assert_eq!(
         get(d, "gso_bad_csum_drops"),
-        u64::from(a.contains(Actions::DROP)),
+        u64::from(a.contains(TxSteps::DROP)),
         "{what}: {d:?}"
     );
     assert_eq!(get(d, "oversize_drops"), 0, "{what}: {d:?}");
     assert_eq!(get(d, "linearized"), 0, "{what}: {d:?}");
-    let seeded = a.contains(Actions::HW_GSO) && c != Csum::Partial;
+    let seeded = a.contains(TxSteps::HW_GSO) && c != Csum::Partial;
     assert_eq!(
         get(d, "gso_csum_seeded"),
         u64::from(seeded),

@@ -3,11 +3,11 @@
 
 use sluice_testkit::tx_frames as builder;
 
-use builder::{packet, Csum, Encap, Ip, L4};
+use builder::{packet, Csum, Envelope, Ip, L4};
 use sluice_coverage::Counter;
 use sluice_offload::features::{features_for, Device, Feature, Features, PacketShape};
 use sluice_offload::tx::{
-    emulate_device, tx_prepare, Actions, DropReason, Tail, TxOutcome, TxOutput, TxPacket,
+    emulate_device, tx_prepare, DropReason, Tail, TxOutcome, TxOutput, TxPacket, TxSteps,
     VlanInsert,
 };
 use sluice_packet::verify::verify_frame;
@@ -30,7 +30,7 @@ fn stacked_vlan_never_handed_to_ipv4_only_checksum_offload() {
     let dev = Device::new(Features::TX_CSUM_IPV4 | Features::TX_SG);
     let mut out = TxOutput::new();
     for l4 in [L4::Tcp, L4::Udp] {
-        let (frame, meta, _) = packet(Encap::Tag2, Ip::V4, l4, false, Csum::Partial);
+        let (frame, meta, _) = packet(Envelope::Tag2, Ip::V4, l4, false, Csum::Partial);
         let shape = PacketShape {
             in_band_tags: 2,
             len: frame.len(),
@@ -42,7 +42,7 @@ fn stacked_vlan_never_handed_to_ipv4_only_checksum_offload() {
         let TxOutcome::Prepared { actions, frames: 1 } = r else {
             panic!("{r:?}")
         };
-        assert_eq!(actions, Actions::SW_CSUM);
+        assert_eq!(actions, TxSteps::SW_CSUM);
         let (bytes, work) = out.frame(0).unwrap();
         assert_eq!(
             work.l4_csum, None,
@@ -51,19 +51,19 @@ fn stacked_vlan_never_handed_to_ipv4_only_checksum_offload() {
         let l = sluice_wire::parse(bytes).unwrap();
         assert_eq!(verify_frame(bytes, &l).l4, Verdict::Good);
         // The same packet with one tag is the device's to fill.
-        let (frame, meta, _) = packet(Encap::Tag1, Ip::V4, l4, false, Csum::Partial);
+        let (frame, meta, _) = packet(Envelope::Tag1, Ip::V4, l4, false, Csum::Partial);
         let r = tx_prepare(&TxPacket::new(&frame, meta), &dev, &mut out);
-        assert_eq!(r.actions(), Actions::HW_CSUM);
+        assert_eq!(r.actions(), TxSteps::HW_CSUM);
     }
     // A device that declares multi-tag parsing keeps its IPv4 offload.
     let mut multi = dev;
     multi.multi_tag = true;
-    let (frame, meta, _) = packet(Encap::Tag2, Ip::V4, L4::Tcp, false, Csum::Partial);
+    let (frame, meta, _) = packet(Envelope::Tag2, Ip::V4, L4::Tcp, false, Csum::Partial);
     let r = tx_prepare(&TxPacket::new(&frame, meta), &multi, &mut out);
-    assert_eq!(r.actions(), Actions::HW_CSUM);
+    assert_eq!(r.actions(), TxSteps::HW_CSUM);
 }
 
-fn sized(encap: Encap, ip_len: usize) -> (Vec<u8>, OffloadMeta) {
+fn sized(encap: Envelope, ip_len: usize) -> (Vec<u8>, OffloadMeta) {
     // TCP over IPv4: 20 + 20 header bytes.
     let f = builder::frame(encap, Ip::V4, L4::Tcp, ip_len - 40);
     let l = sluice_wire::parse(&f).unwrap();
@@ -74,7 +74,7 @@ fn sized(encap: Encap, ip_len: usize) -> (Vec<u8>, OffloadMeta) {
 #[test]
 fn envelope_admits_tags_not_bigger_packets() {
     let mut out = TxOutput::new();
-    let (tagged, tm) = sized(Encap::Tag2, 1500);
+    let (tagged, tm) = sized(Envelope::Tag2, 1500);
     assert_eq!(tagged.len(), 1522);
     let with = Device::new(Features::NONE).with_mtu(1500).with_envelope(8);
     let without = Device::new(Features::NONE).with_mtu(1500);
@@ -95,7 +95,7 @@ fn envelope_admits_tags_not_bigger_packets() {
         ),
         "{r:?}"
     );
-    let (big, bm) = sized(Encap::Plain, 1504);
+    let (big, bm) = sized(Envelope::Plain, 1504);
     assert_eq!(big.len(), 1518);
     for dev in [with, without] {
         let r = tx_prepare(&TxPacket::new(&big, bm), &dev, &mut out);
@@ -113,7 +113,7 @@ fn envelope_admits_tags_not_bigger_packets() {
     }
     assert_eq!(here(&sluice_offload::tx::OVERSIZE_DROPS) - before, 3);
     // An accelerated tag counts as a tag: 1518 + 4 with a 4-byte envelope passes, without fails.
-    let (plain, pm) = sized(Encap::Plain, 1500);
+    let (plain, pm) = sized(Envelope::Plain, 1500);
     let mut p = TxPacket::new(&plain, pm);
     p.vlan = Some(VlanInsert {
         tpid: 0x8100,
@@ -132,7 +132,7 @@ fn envelope_admits_tags_not_bigger_packets() {
 #[test]
 fn vlan_insertion_in_software_or_by_the_device() {
     let mut out = TxOutput::new();
-    let (frame, meta, _) = packet(Encap::Plain, Ip::V6, L4::Udp, false, Csum::Partial);
+    let (frame, meta, _) = packet(Envelope::Plain, Ip::V6, L4::Udp, false, Csum::Partial);
     let tag = VlanInsert {
         tpid: 0x88a8,
         tci: 0x2064,
@@ -142,7 +142,7 @@ fn vlan_insertion_in_software_or_by_the_device() {
     // C-tag insertion only: an S-tag is inserted in software, then the checksum is the device's.
     let dev = Device::new(Features::TX_CSUM_GENERIC | Features::TX_SG | Features::VLAN_CTAG_INSERT);
     let r = tx_prepare(&p, &dev, &mut out);
-    assert_eq!(r.actions(), Actions::VLAN_SW | Actions::HW_CSUM, "{r:?}");
+    assert_eq!(r.actions(), TxSteps::VLAN_SW | TxSteps::HW_CSUM, "{r:?}");
     let (bytes, work) = out.frame(0).unwrap();
     assert_eq!(&bytes[12..18], &[0x88, 0xa8, 0x20, 0x64, 0x86, 0xdd]);
     assert_eq!(bytes.len(), frame.len() + 4);
@@ -163,7 +163,7 @@ fn vlan_insertion_in_software_or_by_the_device() {
     let TxOutcome::Unchanged { actions, work } = r else {
         panic!("{r:?}")
     };
-    assert_eq!(actions, Actions::VLAN_HW | Actions::HW_CSUM);
+    assert_eq!(actions, TxSteps::VLAN_HW | TxSteps::HW_CSUM);
     assert_eq!(work.vlan, Some(tag));
     let mut wire = Vec::new();
     emulate_device(&frame, &work, &ParseConfig::DEFAULT, &mut wire).unwrap();
@@ -175,7 +175,7 @@ fn vlan_insertion_in_software_or_by_the_device() {
 #[test]
 fn frag_list_is_linearized_when_the_device_can_still_segment() {
     let mut out = TxOutput::new();
-    let (frame, meta, _) = packet(Encap::Plain, Ip::V4, L4::Tcp, true, Csum::Partial);
+    let (frame, meta, _) = packet(Envelope::Plain, Ip::V4, L4::Tcp, true, Csum::Partial);
     let (head, rest) = frame.split_at(54 + 500);
     let (a, b) = rest.split_at(1200);
     let pieces: [&[u8]; 2] = [a, b];
@@ -188,7 +188,7 @@ fn frag_list_is_linearized_when_the_device_can_still_segment() {
     let tso = Features::TX_CSUM_GENERIC | Features::TX_SG | Features::TSO;
     let before = here(&sluice_offload::tx::LINEARIZED);
     let r = tx_prepare(&p, &Device::new(tso), &mut out);
-    assert_eq!(r.actions(), Actions::LINEARIZE | Actions::HW_GSO, "{r:?}");
+    assert_eq!(r.actions(), TxSteps::LINEARIZE | TxSteps::HW_GSO, "{r:?}");
     assert_eq!(out.frame(0).unwrap().0, &frame[..], "one copy, same bytes");
     assert_eq!(here(&sluice_offload::tx::LINEARIZED) - before, 1);
     // With frag-list support the chain goes as it is.
@@ -197,7 +197,7 @@ fn frag_list_is_linearized_when_the_device_can_still_segment() {
         matches!(
             r,
             TxOutcome::Unchanged {
-                actions: Actions::HW_GSO,
+                actions: TxSteps::HW_GSO,
                 ..
             }
         ),
@@ -209,10 +209,10 @@ fn frag_list_is_linearized_when_the_device_can_still_segment() {
         &Device::new(Features::TX_CSUM_GENERIC | Features::TX_SG),
         &mut out,
     );
-    assert_eq!(r.actions(), Actions::SOFT_GSO | Actions::HW_CSUM, "{r:?}");
+    assert_eq!(r.actions(), TxSteps::SOFT_GSO | TxSteps::HW_CSUM, "{r:?}");
     assert_eq!(out.len(), 3);
     // A plain (non-GSO) scattered packet for a device without scatter-gather is linearized.
-    let (frame, meta, _) = packet(Encap::Plain, Ip::V4, L4::Udp, false, Csum::Good);
+    let (frame, meta, _) = packet(Envelope::Plain, Ip::V4, L4::Udp, false, Csum::Good);
     let (head, rest) = frame.split_at(60);
     let pieces: [&[u8]; 1] = [rest];
     let p = TxPacket {
@@ -222,29 +222,29 @@ fn frag_list_is_linearized_when_the_device_can_still_segment() {
         vlan: None,
     };
     let r = tx_prepare(&p, &Device::new(Features::NONE), &mut out);
-    assert_eq!(r.actions(), Actions::LINEARIZE);
+    assert_eq!(r.actions(), TxSteps::LINEARIZE);
     assert_eq!(out.frame(0).unwrap().0, &frame[..]);
 }
 
 #[test]
 fn gso_limits_remove_segmentation() {
     let mut out = TxOutput::new();
-    let (frame, meta, _) = packet(Encap::Plain, Ip::V6, L4::Tcp, true, Csum::Partial);
+    let (frame, meta, _) = packet(Envelope::Plain, Ip::V6, L4::Tcp, true, Csum::Partial);
     let mut dev = Device::new(Features::TX_CSUM_GENERIC | Features::TX_SG | Features::TSO6);
     assert_eq!(
         tx_prepare(&TxPacket::new(&frame, meta), &dev, &mut out).actions(),
-        Actions::HW_GSO
+        TxSteps::HW_GSO
     );
     dev.gso_max_segs = 2;
     assert_eq!(
         tx_prepare(&TxPacket::new(&frame, meta), &dev, &mut out).actions(),
-        Actions::SOFT_GSO | Actions::HW_CSUM
+        TxSteps::SOFT_GSO | TxSteps::HW_CSUM
     );
     dev.gso_max_segs = 3;
     dev.gso_max_size = 2000;
     assert_eq!(
         tx_prepare(&TxPacket::new(&frame, meta), &dev, &mut out).actions(),
-        Actions::SOFT_GSO | Actions::HW_CSUM
+        TxSteps::SOFT_GSO | TxSteps::HW_CSUM
     );
     // Segments that would not fit the MTU are dropped as oversize, by a device or by software.
     let before = here(&sluice_offload::tx::OVERSIZE_DROPS);
@@ -266,7 +266,7 @@ fn gso_limits_remove_segmentation() {
     // Segments that exactly fit pass.
     let fit = Device::new(Features::NONE).with_mtu(1060);
     let r = tx_prepare(&TxPacket::new(&frame, meta), &fit, &mut out);
-    assert_eq!(r.actions(), Actions::SOFT_GSO);
+    assert_eq!(r.actions(), TxSteps::SOFT_GSO);
     assert!(out.frames().all(|(b, _)| b.len() <= 14 + 1060));
 }
 
@@ -274,30 +274,30 @@ fn gso_limits_remove_segmentation() {
 fn ipv4_only_offload_never_fills_ipv6() {
     let mut out = TxOutput::new();
     let dev = Device::new(Features::TX_CSUM_IPV4 | Features::TX_SG | Features::TSO);
-    let (frame, meta, _) = packet(Encap::Plain, Ip::V6, L4::Udp, false, Csum::Partial);
+    let (frame, meta, _) = packet(Envelope::Plain, Ip::V6, L4::Udp, false, Csum::Partial);
     assert_eq!(
         tx_prepare(&TxPacket::new(&frame, meta), &dev, &mut out).actions(),
-        Actions::SW_CSUM
+        TxSteps::SW_CSUM
     );
     // vlan_features without the IPv4 checksum: a tagged IPv4 packet is completed in software.
     let mut dev = dev;
     dev.vlan_features = Features::TX_SG;
-    let (frame, meta, _) = packet(Encap::Tag1, Ip::V4, L4::Tcp, false, Csum::Partial);
+    let (frame, meta, _) = packet(Envelope::Tag1, Ip::V4, L4::Tcp, false, Csum::Partial);
     assert_eq!(
         tx_prepare(&TxPacket::new(&frame, meta), &dev, &mut out).actions(),
-        Actions::SW_CSUM
+        TxSteps::SW_CSUM
     );
-    let (frame, meta, _) = packet(Encap::Plain, Ip::V4, L4::Tcp, false, Csum::Partial);
+    let (frame, meta, _) = packet(Envelope::Plain, Ip::V4, L4::Tcp, false, Csum::Partial);
     assert_eq!(
         tx_prepare(&TxPacket::new(&frame, meta), &dev, &mut out).actions(),
-        Actions::HW_CSUM
+        TxSteps::HW_CSUM
     );
 }
 
 #[test]
 fn ipv6_specific_offload_never_fills_past_extension_headers() {
     // TCP over IPv6 with an 8-byte destination-options header between IPv6 and TCP.
-    let plain = builder::frame(Encap::Plain, Ip::V6, L4::Tcp, 300);
+    let plain = builder::frame(Envelope::Plain, Ip::V6, L4::Tcp, 300);
     let mut f = plain[..14].to_vec();
     let mut ip = plain[14..54].to_vec();
     let payload_len = u16::from_be_bytes([ip[4], ip[5]]) + 8;
@@ -315,7 +315,7 @@ fn ipv6_specific_offload_never_fills_past_extension_headers() {
     let mut out = TxOutput::new();
     let v6 = Device::new(Features::TX_CSUM_IPV6 | Features::TX_SG);
     let r = tx_prepare(&TxPacket::new(&f, meta), &v6, &mut out);
-    assert_eq!(r.actions(), Actions::SW_CSUM, "{r:?}");
+    assert_eq!(r.actions(), TxSteps::SW_CSUM, "{r:?}");
     let (bytes, _) = out.frame(0).unwrap();
     let l = sluice_wire::parse(bytes).unwrap();
     assert_eq!(verify_frame(bytes, &l).l4, Verdict::Good);
@@ -323,11 +323,11 @@ fn ipv6_specific_offload_never_fills_past_extension_headers() {
     let generic = Device::new(Features::TX_CSUM_GENERIC | Features::TX_SG);
     assert_eq!(
         tx_prepare(&TxPacket::new(&f, meta), &generic, &mut out).actions(),
-        Actions::HW_CSUM
+        TxSteps::HW_CSUM
     );
-    let (p, pm, _) = packet(Encap::Plain, Ip::V6, L4::Tcp, false, Csum::Partial);
+    let (p, pm, _) = packet(Envelope::Plain, Ip::V6, L4::Tcp, false, Csum::Partial);
     assert_eq!(
         tx_prepare(&TxPacket::new(&p, pm), &v6, &mut out).actions(),
-        Actions::HW_CSUM
+        TxSteps::HW_CSUM
     );
 }

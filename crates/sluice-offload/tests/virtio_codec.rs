@@ -3,7 +3,7 @@
 
 use sluice_testkit::tx_frames as builder;
 
-use builder::{packet, Csum, Encap, Ip, L4};
+use builder::{packet, Csum, Envelope, Ip, L4};
 use proptest::prelude::*;
 use sluice_packet::virtio::*;
 use sluice_packet::{CsumStatus, GsoType, OffloadMeta, Slot};
@@ -61,7 +61,7 @@ fn byte_layouts() {
 
 #[test]
 fn needs_csum_is_partial_never_good_and_data_valid_is_good() {
-    let (f, _, l) = packet(Encap::Plain, Ip::V4, L4::Tcp, false, Csum::Partial);
+    let (f, _, l) = packet(Envelope::Plain, Ip::V4, L4::Tcp, false, Csum::Partial);
     let h = VirtioNetHdr {
         flags: F_NEEDS_CSUM,
         csum_start: 34,
@@ -95,11 +95,11 @@ fn needs_csum_is_partial_never_good_and_data_valid_is_good() {
 fn gso_mapping_round_trips_through_from_meta() {
     let formats = [HdrFormat::V0, HdrFormat::V1, HdrFormat::V1HashTunnel];
     for encap in [
-        Encap::Plain,
-        Encap::Tag1,
-        Encap::Tag2,
-        Encap::Vxlan,
-        Encap::Geneve,
+        Envelope::Plain,
+        Envelope::Tag1,
+        Envelope::Tag2,
+        Envelope::Vxlan,
+        Envelope::Geneve,
     ] {
         for ip in [Ip::V4, Ip::V6] {
             for l4 in [L4::Tcp, L4::Udp] {
@@ -133,7 +133,7 @@ fn gso_mapping_round_trips_through_from_meta() {
                         assert_eq!(h.tunnel_bits(), bit, "{what}");
                         assert_eq!(
                             h.flags & F_UDP_TUNNEL_CSUM != 0,
-                            encap == Encap::Vxlan,
+                            encap == Envelope::Vxlan,
                             "{what}"
                         );
                     }
@@ -154,17 +154,17 @@ fn gso_mapping_round_trips_through_from_meta() {
         }
     }
     // GRE GSO cannot be expressed.
-    let (f, meta, _) = packet(Encap::Gre, Ip::V4, L4::Tcp, true, Csum::Partial);
+    let (f, meta, _) = packet(Envelope::Gre, Ip::V4, L4::Tcp, true, Csum::Partial);
     assert!(VirtioNetHdr::from_meta(&meta, &f, HdrFormat::V1HashTunnel).is_err());
     // Verified checksums become DATA_VALID; a bad one does not.
-    let (f, meta, _) = packet(Encap::Plain, Ip::V6, L4::Udp, false, Csum::Good);
+    let (f, meta, _) = packet(Envelope::Plain, Ip::V6, L4::Udp, false, Csum::Good);
     assert_eq!(
         VirtioNetHdr::from_meta(&meta, &f, HdrFormat::V1)
             .unwrap()
             .flags,
         F_DATA_VALID
     );
-    let (f, meta, _) = packet(Encap::Plain, Ip::V6, L4::Udp, false, Csum::Bad);
+    let (f, meta, _) = packet(Envelope::Plain, Ip::V6, L4::Udp, false, Csum::Bad);
     assert_eq!(
         VirtioNetHdr::from_meta(&meta, &f, HdrFormat::V1)
             .unwrap()
@@ -178,7 +178,7 @@ type Check = fn(&VirtioError) -> bool;
 
 #[test]
 fn inconsistent_headers_are_refused() {
-    let (f, _, l) = packet(Encap::Plain, Ip::V4, L4::Tcp, true, Csum::Partial);
+    let (f, _, l) = packet(Envelope::Plain, Ip::V4, L4::Tcp, true, Csum::Partial);
     let good = VirtioNetHdr {
         flags: F_NEEDS_CSUM,
         gso_type: GSO_TCPV4,
@@ -366,7 +366,7 @@ fn inconsistent_headers_are_refused() {
     assert_eq!(vnet_hdr_invalid_here() - before, cases.len() as u64);
 
     // The tunnel header: offsets must match, only one tunnel bit, NEEDS_CSUM at the inner L4.
-    let (f, meta, l) = packet(Encap::Vxlan, Ip::V4, L4::Tcp, true, Csum::Partial);
+    let (f, meta, l) = packet(Envelope::Vxlan, Ip::V4, L4::Tcp, true, Csum::Partial);
     let t = VirtioNetHdr::from_meta(&meta, &f, HdrFormat::V1HashTunnel).unwrap();
     assert!(t.to_meta(HdrFormat::V1HashTunnel, &f, &l).is_ok());
     let bad: Vec<(VirtioNetHdr, Check)> = vec![
@@ -440,7 +440,7 @@ proptest! {
 
     #[test]
     fn valid_headers_from_real_frames_never_panic(flags in any::<u8>(), gso in any::<u8>(), hdr_len in 0u16..200, gso_size in 0u16..2000, start in 0u16..120, off in 0u16..20, e in 0usize..6) {
-        let (f, _, l) = packet(Encap::ALL[e], Ip::V4, L4::Tcp, true, Csum::Partial);
+        let (f, _, l) = packet(Envelope::ALL[e], Ip::V4, L4::Tcp, true, Csum::Partial);
         let h = VirtioNetHdr { flags, gso_type: gso, hdr_len, gso_size, csum_start: start, csum_offset: off, ..VirtioNetHdr::default() };
         if let Ok(m) = h.to_meta(HdrFormat::V1HashTunnel, &f, &l) {
             // Whatever was accepted is consistent: a partial location is inside the frame.

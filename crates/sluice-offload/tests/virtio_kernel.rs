@@ -9,7 +9,7 @@
 
 use sluice_testkit::tx_frames as builder;
 
-use builder::{packet, Csum, Encap, Ip, L4};
+use builder::{packet, Csum, Envelope, Ip, L4};
 use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_DATA_VALID};
 use sluice_packet::OffloadMeta;
 use sluice_ports::afpacket::{AfPacketConfig, PacketSocket};
@@ -62,12 +62,12 @@ fn virtio_net_hdr_round_trip_through_the_kernel() {
     tap.set_nonblocking(true).expect("nonblocking");
 
     let cases = [
-        (Encap::Plain, Ip::V4, L4::Tcp, false, Csum::Partial),
-        (Encap::Plain, Ip::V6, L4::Udp, false, Csum::Partial),
-        (Encap::Plain, Ip::V4, L4::Tcp, true, Csum::Partial),
-        (Encap::Plain, Ip::V6, L4::Tcp, true, Csum::Partial),
-        (Encap::Plain, Ip::V4, L4::Udp, true, Csum::Partial),
-        (Encap::Plain, Ip::V4, L4::Tcp, false, Csum::Good),
+        (Envelope::Plain, Ip::V4, L4::Tcp, false, Csum::Partial),
+        (Envelope::Plain, Ip::V6, L4::Udp, false, Csum::Partial),
+        (Envelope::Plain, Ip::V4, L4::Tcp, true, Csum::Partial),
+        (Envelope::Plain, Ip::V6, L4::Tcp, true, Csum::Partial),
+        (Envelope::Plain, Ip::V4, L4::Udp, true, Csum::Partial),
+        (Envelope::Plain, Ip::V4, L4::Tcp, false, Csum::Good),
     ];
     let mut buf = vec![0u8; 70000];
     for (e, ip, l4, gso, c) in cases {
@@ -195,12 +195,12 @@ fn tunnel_header_round_trip_through_a_bridge() {
     b.set_nonblocking(true).expect("nonblocking");
     let mut buf = vec![0u8; 70000];
     let cases = [
-        (Encap::Vxlan, Ip::V4, L4::Tcp),
-        (Encap::Vxlan, Ip::V6, L4::Udp),
-        (Encap::Geneve, Ip::V4, L4::Udp),
-        (Encap::Geneve, Ip::V6, L4::Tcp),
-        (Encap::Plain, Ip::V4, L4::Tcp),
-        (Encap::Tag1, Ip::V6, L4::Tcp),
+        (Envelope::Vxlan, Ip::V4, L4::Tcp),
+        (Envelope::Vxlan, Ip::V6, L4::Udp),
+        (Envelope::Geneve, Ip::V4, L4::Udp),
+        (Envelope::Geneve, Ip::V6, L4::Tcp),
+        (Envelope::Plain, Ip::V4, L4::Tcp),
+        (Envelope::Tag1, Ip::V6, L4::Tcp),
     ];
     for (e, ip, l4) in cases {
         let what = format!("{e:?} {ip:?} {l4:?}");

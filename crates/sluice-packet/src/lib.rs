@@ -26,7 +26,8 @@ pub mod virtio;
 
 pub use error::Error;
 pub use meta::{
-    CsumStatus, Encap, Fixup, GsoType, Level, OffloadMeta, Offsets, RewritePlan, Slot, TunnelCsum,
+    CsumStatus, Fixup, GsoType, Level, OffloadMeta, Offsets, OuterHeaders, RewritePlan, Slot,
+    TunnelCsum,
 };
 pub use verify::{Verdict, Verdicts};
 

@@ -236,7 +236,7 @@ pub enum TunnelCsum {
 
 /// The new outer headers of an encapsulation ([`OffloadMeta::encapsulate`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Encap {
+pub struct OuterHeaders {
     /// The tunnel kind.
     pub kind: TunnelKind,
     /// The outer IP version.
@@ -745,7 +745,7 @@ impl OffloadMeta {
     /// becomes the inner one, its offsets shifted by `pushed` (less the stripped L2 header); the
     /// new outer headers get the statuses the caller built them with. One level only: a
     /// tunnelled packet is refused. On error nothing changes.
-    pub fn encapsulate(&mut self, enc: &Encap) -> Result<(), Error> {
+    pub fn encapsulate(&mut self, enc: &OuterHeaders) -> Result<(), Error> {
         if self.tunnel.is_some() {
             return Err(Error::AlreadyTunnelled);
         }

@@ -12,7 +12,7 @@ use sluice_wire::Layout;
 
 /// What is around the IP packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encap {
+pub enum Envelope {
     /// Ethernet only.
     Plain,
     /// One 802.1Q tag (VID 100).
@@ -27,25 +27,25 @@ pub enum Encap {
     Gre,
 }
 
-impl Encap {
+impl Envelope {
     /// Every encapsulation.
-    pub const ALL: [Encap; 6] = [
-        Encap::Plain,
-        Encap::Tag1,
-        Encap::Tag2,
-        Encap::Vxlan,
-        Encap::Geneve,
-        Encap::Gre,
+    pub const ALL: [Envelope; 6] = [
+        Envelope::Plain,
+        Envelope::Tag1,
+        Envelope::Tag2,
+        Envelope::Vxlan,
+        Envelope::Geneve,
+        Envelope::Gre,
     ];
     /// VXLAN, Geneve or GRE.
     pub fn tunnelled(self) -> bool {
-        matches!(self, Encap::Vxlan | Encap::Geneve | Encap::Gre)
+        matches!(self, Envelope::Vxlan | Envelope::Geneve | Envelope::Gre)
     }
     /// How many VLAN tags the frame carries.
     pub fn tags(self) -> usize {
         match self {
-            Encap::Tag1 => 1,
-            Encap::Tag2 => 2,
+            Envelope::Tag1 => 1,
+            Envelope::Tag2 => 2,
             _ => 0,
         }
     }
@@ -241,21 +241,21 @@ fn ethertype(ip: Ip) -> u16 {
 }
 
 /// A frame with every checksum correct.
-pub fn frame(encap: Encap, ip: Ip, l4: L4, payload_len: usize) -> Vec<u8> {
+pub fn frame(encap: Envelope, ip: Ip, l4: L4, payload_len: usize) -> Vec<u8> {
     let data = payload(payload_len);
     let (proto, seg, field) = l4_segment(l4, &data);
     let inner_ip = ip_packet(ip, proto, seg, Some(field), false);
     match encap {
-        Encap::Plain | Encap::Tag1 | Encap::Tag2 => {
+        Envelope::Plain | Envelope::Tag1 | Envelope::Tag2 => {
             let mut f = eth(encap.tags(), ethertype(ip));
             f.extend_from_slice(&inner_ip);
             f
         }
-        Encap::Vxlan | Encap::Geneve => {
+        Envelope::Vxlan | Envelope::Geneve => {
             let mut inner = eth(0, ethertype(ip));
             inner.extend_from_slice(&inner_ip);
             let (port, hdr): (u16, [u8; 8]) = match encap {
-                Encap::Vxlan => (4789, [0x08, 0, 0, 0, 0, 0, 42, 0]),
+                Envelope::Vxlan => (4789, [0x08, 0, 0, 0, 0, 0, 42, 0]),
                 _ => (6081, [0, 0, 0x65, 0x58, 0, 0, 42, 0]),
             };
             let len = (8 + 8 + inner.len()) as u16;
@@ -266,12 +266,12 @@ pub fn frame(encap: Encap, ip: Ip, l4: L4, payload_len: usize) -> Vec<u8> {
             udp.extend_from_slice(&hdr);
             udp.extend_from_slice(&inner);
             // VXLAN carries an outer UDP checksum, Geneve a zero one.
-            let field = (encap == Encap::Vxlan).then_some(6);
+            let field = (encap == Envelope::Vxlan).then_some(6);
             let mut f = eth(0, ethertype(ip));
             f.extend_from_slice(&ip_packet(ip, 17, udp, field, true));
             f
         }
-        Encap::Gre => {
+        Envelope::Gre => {
             let mut gre = vec![0, 0];
             gre.extend_from_slice(&ethertype(ip).to_be_bytes());
             gre.extend_from_slice(&inner_ip);
@@ -293,7 +293,7 @@ pub fn innermost_level(meta: &OffloadMeta) -> Level {
 
 /// Frame + metadata in the given checksum state, with an optional GSO request.
 pub fn packet(
-    encap: Encap,
+    encap: Envelope,
     ip: Ip,
     l4: L4,
     gso: bool,
@@ -337,7 +337,7 @@ mod tests {
     #[test]
     fn builder_frames_verify() {
         use sluice_packet::Verdict;
-        for encap in Encap::ALL {
+        for encap in Envelope::ALL {
             for ip in [Ip::V4, Ip::V6] {
                 for l4 in [L4::Tcp, L4::Udp] {
                     let f = frame(encap, ip, l4, 101);

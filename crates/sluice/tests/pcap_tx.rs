@@ -2,7 +2,7 @@
 
 mod pcap_common;
 
-use builder::{packet, Csum, Encap, Ip, L4};
+use builder::{packet, Csum, Envelope, Ip, L4};
 use pcap_common::{sluice, write_pcap};
 use serde_json::Value;
 use sluice_packet::verify::verify_frame;
@@ -44,12 +44,12 @@ fn counters(out: &Output) -> Value {
 /// carrying a 1500-byte IP packet (1522 bytes), an untagged frame carrying a 1504-byte IP
 /// packet, a plain UDPv6 frame with a bad checksum.
 fn corpus(dir: &str) -> (PathBuf, PathBuf) {
-    let (partial, _, _) = packet(Encap::Plain, Ip::V4, L4::Tcp, false, Csum::Partial);
-    let (gso, _, _) = packet(Encap::Plain, Ip::V4, L4::Tcp, true, Csum::Partial);
-    let tagged = builder::frame(Encap::Tag2, Ip::V4, L4::Tcp, 1460);
+    let (partial, _, _) = packet(Envelope::Plain, Ip::V4, L4::Tcp, false, Csum::Partial);
+    let (gso, _, _) = packet(Envelope::Plain, Ip::V4, L4::Tcp, true, Csum::Partial);
+    let tagged = builder::frame(Envelope::Tag2, Ip::V4, L4::Tcp, 1460);
     assert_eq!(tagged.len(), 1522);
-    let big = builder::frame(Encap::Plain, Ip::V4, L4::Tcp, 1464);
-    let (bad, _, _) = packet(Encap::Plain, Ip::V6, L4::Udp, false, Csum::Bad);
+    let big = builder::frame(Envelope::Plain, Ip::V4, L4::Tcp, 1464);
+    let (bad, _, _) = packet(Envelope::Plain, Ip::V6, L4::Udp, false, Csum::Bad);
     let input = tmp(&format!("{dir}-in.pcap"));
     write_pcap(&input, &[partial, gso, tagged, big, bad]);
     let spec = tmp(&format!("{dir}-spec.jsonl"));

@@ -5,7 +5,7 @@
 
 use super::bucket_table::StoredRule;
 use super::subtable::{Filter, Subtable};
-use crate::action::Actions;
+use crate::action::ActionList;
 use crate::key::FlowKey;
 
 /// Inserts whose bucket reads are started together (see [`Classifier::touch`]).
@@ -18,7 +18,7 @@ pub struct Classifier {
     /// One filter per subtable, in `order`.
     pub(super) filters: Vec<Filter>,
     /// Action lists by id: rules store a `u32`, so inserting one touches no reference count.
-    pub(super) actions: Vec<Option<Actions>>,
+    pub(super) actions: Vec<Option<ActionList>>,
     /// Mask ids, best `max_prio` first (then by id).
     pub(super) order: Vec<u32>,
     pub(super) rules: usize,

@@ -5,7 +5,7 @@ use super::bucket_table::{rank_handle, rank_prio};
 use super::copy::Classifier;
 use super::key_select::padded;
 use super::subtable::{Filter, BURST};
-use crate::action::Actions;
+use crate::action::ActionList;
 use crate::key::FlowKey;
 
 /// Subtables whose filters one pass of a lookup evaluates into a bit mask.
@@ -19,7 +19,7 @@ pub struct HitRef<'a> {
     /// Its priority.
     pub priority: u32,
     /// Its actions.
-    pub actions: &'a Actions,
+    pub actions: &'a ActionList,
 }
 
 impl Classifier {

@@ -5,7 +5,7 @@
 use super::bucket_table::{StoredRule, JOINED};
 use super::copy::Classifier;
 use super::subtable::Subtable;
-use crate::action::Actions;
+use crate::action::ActionList;
 use crate::key::{FlowKey, Mask};
 
 /// One change to a classifier copy.
@@ -37,7 +37,7 @@ pub(crate) enum Op {
         action: u32,
     },
     /// Defines (or, with `None`, forgets) action list `id`.
-    ActionList { id: u32, list: Option<Actions> },
+    ActionList { id: u32, list: Option<ActionList> },
     /// Marks the end of a batch with its sequence number.
     Generation(u64),
     /// Sets the threads a replayed insert run may use.
@@ -177,7 +177,7 @@ impl Classifier {
     }
 
     /// Defines (or, with `None`, forgets) action list `id`.
-    fn define_actions(&mut self, id: u32, list: &Option<Actions>) {
+    fn define_actions(&mut self, id: u32, list: &Option<ActionList>) {
         let i = id as usize;
         if self.actions.len() <= i {
             self.actions.resize(i + 1, None);

@@ -7,7 +7,7 @@ use hashbrown::HashSet;
 use super::intern::{ActionLists, Idr, Masks};
 use super::reader::Reader;
 use super::writer::{Scratch, TableConfig, WriterState, BYTES_PER_RULE};
-use crate::action::Actions;
+use crate::action::ActionList;
 use crate::classifier::{Classifier, Op, PARALLEL_MIN_BATCH};
 use crate::publish::Writer;
 use crate::rule::{BatchMode, Handle, Match, Rule, RuleError, RuleRef};
@@ -226,7 +226,7 @@ impl FlowTable {
     /// Replaces the actions of rules (match and priority stay) and publishes at once.
     pub fn modify_batch(
         &mut self,
-        changes: Vec<(RuleRef, Actions)>,
+        changes: Vec<(RuleRef, ActionList)>,
         mode: BatchMode,
     ) -> Vec<Result<Handle, RuleError>> {
         let cls = self.lr.standby_mut(&self.w.store);

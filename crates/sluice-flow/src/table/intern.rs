@@ -6,7 +6,7 @@ use core::hash::{BuildHasherDefault, Hasher};
 
 use hashbrown::HashMap;
 
-use crate::action::Actions;
+use crate::action::ActionList;
 use crate::classifier::{Classifier, Op};
 use crate::key::Mask;
 
@@ -219,9 +219,9 @@ impl Masks {
 /// Interned action lists, reference counted by the writer with plain integers.
 #[derive(Debug, Default)]
 pub(super) struct ActionLists {
-    by_list: FoldMap<Actions, u32>,
+    by_list: FoldMap<ActionList, u32>,
     /// (list, rules using it) by id.
-    slots: Vec<Option<(Actions, usize)>>,
+    slots: Vec<Option<(ActionList, usize)>>,
     idr: Idr,
     /// The last list interned (consecutive rules often share one).
     last: Option<u32>,
@@ -242,7 +242,7 @@ const RECENT: usize = 1024;
 const BY_ADDR: usize = 64;
 
 impl ActionLists {
-    pub(super) fn list(&self, id: u32) -> Option<&Actions> {
+    pub(super) fn list(&self, id: u32) -> Option<&ActionList> {
         self.slots.get(id as usize)?.as_ref().map(|(a, _)| a)
     }
 
@@ -253,7 +253,7 @@ impl ActionLists {
     /// the map); a list found by hash or defined is remembered in both caches.
     pub(super) fn intern_ref(
         &mut self,
-        a: &Actions,
+        a: &ActionList,
         cls: &mut Classifier,
         ops: &mut Vec<Op>,
     ) -> u32 {
@@ -285,7 +285,7 @@ impl ActionLists {
     /// The id of the list that shares `a`'s allocation: the last list interned, or the one
     /// [`ActionLists::by_addr`] holds at `place`.
     #[inline(always)]
-    fn find_by_addr(&self, a: &Actions, place: usize) -> Option<u32> {
+    fn find_by_addr(&self, a: &ActionList, place: usize) -> Option<u32> {
         let same = |id: u32| self.list(id).is_some_and(|x| x.ptr_eq(a));
         if let Some(l) = self.last.filter(|l| same(*l)) {
             return Some(l);
@@ -299,7 +299,7 @@ impl ActionLists {
 
     /// The id [`ActionLists::recent`] holds for hash `fp`, if its list equals `a`.
     #[inline(always)]
-    fn find_by_hash(&mut self, a: &Actions, fp: u64) -> Option<u32> {
+    fn find_by_hash(&mut self, a: &ActionList, fp: u64) -> Option<u32> {
         if self.recent.is_empty() {
             self.recent = vec![(0, 0); RECENT];
         }
@@ -314,7 +314,7 @@ impl ActionLists {
     }
 
     /// Defines a new list `a` (no reference yet), in the interner and in `cls`.
-    fn define(&mut self, a: &Actions, cls: &mut Classifier, ops: &mut Vec<Op>) -> u32 {
+    fn define(&mut self, a: &ActionList, cls: &mut Classifier, ops: &mut Vec<Op>) -> u32 {
         let id = self.idr.alloc();
         let i = id as usize;
         if self.slots.len() <= i {
@@ -335,7 +335,7 @@ impl ActionLists {
 
     /// Remembers list `id` (`a`, hash `fp`) in both caches.
     #[inline(always)]
-    fn remember(&mut self, a: &Actions, place: usize, fp: u64, id: u32) {
+    fn remember(&mut self, a: &ActionList, place: usize, fp: u64, id: u32) {
         if let Some(r) = self.recent.get_mut(fp as usize & (RECENT - 1)) {
             *r = (fp, id + 1);
         }
@@ -347,7 +347,7 @@ impl ActionLists {
         }
     }
 
-    pub(super) fn intern(&mut self, a: Actions, cls: &mut Classifier, ops: &mut Vec<Op>) -> u32 {
+    pub(super) fn intern(&mut self, a: ActionList, cls: &mut Classifier, ops: &mut Vec<Op>) -> u32 {
         self.intern_ref(&a, cls, ops)
     }
 

@@ -1,6 +1,6 @@
 //! Lookups from any thread: a [`Reader`] per thread, a [`Snapshot`] per burst.
 
-use crate::action::Actions;
+use crate::action::ActionList;
 use crate::classifier::{Classifier, ExactCache, HitRef};
 use crate::key::FlowKey;
 use crate::publish::{Guard, ReadHandle};
@@ -21,7 +21,7 @@ impl Reader {
     }
 
     /// One lookup in the current snapshot; returns (handle, priority, actions).
-    pub fn lookup(&self, key: &FlowKey) -> Option<(Handle, u32, Actions)> {
+    pub fn lookup(&self, key: &FlowKey) -> Option<(Handle, u32, ActionList)> {
         let s = self.snapshot();
         s.lookup(key)
             .map(|h| (h.handle, h.priority, h.actions.clone()))

@@ -4,7 +4,7 @@
 //! steps of a batch (prepare, validate, insert in order, delete).
 
 use super::intern::{ActionLists, FoldMap, Idr, Masks};
-use crate::action::Actions;
+use crate::action::ActionList;
 use crate::classifier::{Classifier, Op, RuleRecord, StoredRule, GROUP, RULE_BYTES_PER_COPY};
 use crate::key::FlowKey;
 use crate::rule::{Handle, Rule, RuleError, RuleRef};
@@ -359,7 +359,7 @@ impl WriterState {
         cls: &mut Classifier,
         ops: &mut Vec<Op>,
         h: u32,
-        actions: Actions,
+        actions: ActionList,
     ) {
         let action = self.actions.intern(actions, cls, ops);
         let found = self

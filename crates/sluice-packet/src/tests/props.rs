@@ -1,7 +1,7 @@
 //! Property tests: random transition sequences, encap/decap round trips, no panics on any input.
 
 use super::frames;
-use crate::meta::{self, CsumStatus, Encap, Level, OffloadMeta, Slot, TunnelCsum};
+use crate::meta::{self, CsumStatus, Level, OffloadMeta, OuterHeaders, Slot, TunnelCsum};
 use crate::rewrite;
 use crate::verify::{verify_frame, Verdict, Verdicts};
 use proptest::prelude::*;
@@ -15,7 +15,7 @@ enum Op {
     NeedsCsum(Level),
     Defer(Level),
     Recompute(Slot),
-    Encap(Encap),
+    Encap(OuterHeaders),
     Decap,
     VlanPush(u16),
     VlanPop(u16),
@@ -42,7 +42,7 @@ fn status() -> impl Strategy<Value = CsumStatus> {
     ])
 }
 
-fn encap() -> impl Strategy<Value = Encap> {
+fn encap() -> impl Strategy<Value = OuterHeaders> {
     (
         prop::sample::select(vec![TunnelKind::Vxlan, TunnelKind::Geneve, TunnelKind::Gre]),
         any::<bool>(),
@@ -60,7 +60,7 @@ fn encap() -> impl Strategy<Value = Encap> {
         .prop_map(
             |(kind, v6, ip_csum, l4_csum, strip_l2, vlans, l3_len, rest)| {
                 let outer_l3 = 14 + 4 * vlans;
-                Encap {
+                OuterHeaders {
                     kind,
                     outer_l3_kind: if v6 { L3Kind::Ipv6 } else { L3Kind::Ipv4 },
                     outer_l2: Some(0),

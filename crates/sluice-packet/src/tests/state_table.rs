@@ -1,6 +1,6 @@
 //! One test per cell of the state table in `meta`'s documentation.
 
-use crate::meta::{CsumStatus, Encap, Fixup, Level, OffloadMeta, Slot, TunnelCsum};
+use crate::meta::{CsumStatus, Fixup, Level, OffloadMeta, OuterHeaders, Slot, TunnelCsum};
 use crate::verify::Verdict;
 use sluice_wire::{ip_proto, L3Kind, TunnelKind};
 
@@ -20,8 +20,8 @@ fn meta_in(state: CsumStatus) -> OffloadMeta {
     m
 }
 
-pub(super) fn vxlan_encap(ip_csum: CsumStatus, l4_csum: TunnelCsum) -> Encap {
-    Encap {
+pub(super) fn vxlan_encap(ip_csum: CsumStatus, l4_csum: TunnelCsum) -> OuterHeaders {
+    OuterHeaders {
         kind: TunnelKind::Vxlan,
         outer_l3_kind: L3Kind::Ipv4,
         outer_l2: Some(0),
@@ -44,7 +44,7 @@ enum Ev {
     AddrRewrite,
     Defer,
     Recompute,
-    Encap,
+    OuterHeaders,
     Decap,
     VlanPush,
     VlanPop,
@@ -88,7 +88,7 @@ fn apply(from: CsumStatus, ev: Ev) -> (CsumStatus, Out) {
             m.checksum_recomputed(Slot::OuterL4);
             Out::Plain
         }
-        Ev::Encap => {
+        Ev::OuterHeaders => {
             m.encapsulate(&vxlan_encap(CsumStatus::Good, TunnelCsum::None))
                 .unwrap();
             return (m.status(Slot::InnerL4), Out::Plain);
@@ -181,10 +181,10 @@ cell!(recompute_bad: Bad, Recompute => Good, P);
 cell!(recompute_good: Good, Recompute => Good, P);
 cell!(recompute_partial: Partial, Recompute => Good, P);
 // encapsulation: the status moves to the inner slot unchanged
-cell!(encap_unknown: Unknown, Encap => Unknown, P);
-cell!(encap_bad: Bad, Encap => Bad, P);
-cell!(encap_good: Good, Encap => Good, P);
-cell!(encap_partial: Partial, Encap => Partial, P);
+cell!(encap_unknown: Unknown, OuterHeaders => Unknown, P);
+cell!(encap_bad: Bad, OuterHeaders => Bad, P);
+cell!(encap_good: Good, OuterHeaders => Good, P);
+cell!(encap_partial: Partial, OuterHeaders => Partial, P);
 // decapsulation: moves back out unchanged
 cell!(decap_unknown: Unknown, Decap => Unknown, P);
 cell!(decap_bad: Bad, Decap => Bad, P);
@@ -309,12 +309,12 @@ fn encap_refuses_a_second_level_and_bad_arguments() {
     assert!(p
         .encapsulate(&vxlan_encap(CsumStatus::Unknown, TunnelCsum::Good))
         .is_err());
-    let v6 = Encap {
+    let v6 = OuterHeaders {
         outer_l3_kind: L3Kind::Ipv6,
         ..vxlan_encap(CsumStatus::Partial, TunnelCsum::None)
     };
     assert!(p.encapsulate(&v6).is_err());
-    let strip = Encap {
+    let strip = OuterHeaders {
         strip_l2: true,
         ..vxlan_encap(CsumStatus::Good, TunnelCsum::None)
     };
@@ -327,7 +327,7 @@ fn encap_refuses_a_second_level_and_bad_arguments() {
 fn gre_carrying_ip_strips_l2_and_decap_restores_it() {
     let orig = meta_in(CsumStatus::Good);
     let mut m = orig;
-    let enc = Encap {
+    let enc = OuterHeaders {
         kind: TunnelKind::Gre,
         outer_l3_kind: L3Kind::Ipv4,
         outer_l2: Some(0),

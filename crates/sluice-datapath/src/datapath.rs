@@ -42,6 +42,8 @@ counter!(pub DP_BAD_OUTPUT, "dp_bad_output_drops", "outputs to a port that does 
 counter!(pub DP_TX_PREPARE_DROPS, "dp_tx_prepare_drops", "packets dropped by transmit preparation (see oversize_drops, gso_* counters)");
 counter!(pub DP_TX_ERRORS, "dp_tx_errors", "frames a port failed to send");
 counter!(pub DP_RX_ERRORS, "dp_rx_errors", "receive calls that failed");
+counter!(pub DP_PORT_DOWN, "dp_port_down", "ports taken down because their device vanished (no longer polled)");
+counter!(pub DP_DOWN_OUTPUT, "dp_down_output_drops", "outputs to a port that is down");
 counter!(pub GRO_FRAMES_IN, "gro_frames_in", "frames fed to software GRO");
 counter!(pub GRO_MERGED_SEGMENTS, "gro_merged_segments", "segments software GRO merged into a held packet");
 counter!(pub GRO_MERGED_PACKETS, "gro_merged_packets", "packets software GRO built from two or more segments");
@@ -60,6 +62,8 @@ pub static COUNTERS: [&Counter; 17] = [
     &DP_TX_PREPARE_DROPS,
     &DP_TX_ERRORS,
     &DP_RX_ERRORS,
+    &DP_PORT_DOWN,
+    &DP_DOWN_OUTPUT,
     &GRO_FRAMES_IN,
     &GRO_MERGED_SEGMENTS,
     &GRO_MERGED_PACKETS,
@@ -169,6 +173,9 @@ impl std::error::Error for DatapathError {
 }
 
 struct Slot {
+    number: u32,
+    /// The device vanished: not polled, not sent to, until [`Datapath::replace_port`].
+    down: bool,
     port: Box<dyn Port>,
     device: Device,
     opts: PortOptions,
@@ -206,7 +213,8 @@ fn add_gro(a: &mut GroStats, b: &GroStats) {
 /// The datapath. See the [module documentation](self).
 pub struct Datapath {
     cfg: DatapathConfig,
-    slots: Vec<Option<Slot>>,
+    /// The ports, sorted by number (never indexed by a port number: a client picks those).
+    slots: Vec<Slot>,
     reader: Reader,
     cache: Option<ExactCache>,
     pool: BufPool,
@@ -254,23 +262,55 @@ impl Datapath {
         port: Box<dyn Port>,
         opts: PortOptions,
     ) -> Result<(), DatapathError> {
-        let i = number as usize;
-        if self.slots.get(i).is_some_and(Option::is_some) {
-            return Err(DatapathError::PortExists(number));
-        }
-        if self.slots.len() <= i {
-            self.slots.resize_with(i + 1, || None);
-        }
+        let at = match self.pos(number) {
+            Ok(_) => return Err(DatapathError::PortExists(number)),
+            Err(at) => at,
+        };
         let device = port.device();
-        self.slots[i] = Some(Slot {
+        let slot = Slot {
+            number,
+            down: false,
             port,
             device,
             opts,
             gro: opts.gro.then(|| GroEngine::new(self.gro_config())),
             gro_total: GroStats::default(),
             stats: PortStats::default(),
-        });
+        };
+        self.slots.insert(at, slot);
         Ok(())
+    }
+
+    /// Where port `number` is in `slots` (`Err`: where it would go).
+    fn pos(&self, number: u32) -> Result<usize, usize> {
+        self.slots.binary_search_by_key(&number, |s| s.number)
+    }
+
+    /// Puts a freshly opened `port` in place of port `number` (down or not) and brings it up;
+    /// its counters and options carry on. Returns the old port.
+    pub fn replace_port(
+        &mut self,
+        number: u32,
+        port: Box<dyn Port>,
+    ) -> Result<Box<dyn Port>, DatapathError> {
+        let slot = self.slot_mut(number)?;
+        slot.device = port.device();
+        slot.down = false;
+        Ok(std::mem::replace(&mut slot.port, port))
+    }
+
+    /// Whether port `number` is down (its device vanished); `None`: no such port.
+    pub fn is_down(&self, number: u32) -> Option<bool> {
+        self.slot(number).map(|s| s.down)
+    }
+
+    /// The numbers of the ports that are down, ascending.
+    pub fn down_ports(&self) -> Vec<u32> {
+        self.slots
+            .iter()
+            .filter(|s| s.down)
+            .map(|s| s.number)
+            .collect()
     }
 
     fn gro_config(&self) -> GroConfig {
@@ -281,8 +321,8 @@ impl Datapath {
 
     /// Removes port `number` (its held GRO packets are dropped) and gives it back.
     pub fn remove_port(&mut self, number: u32) -> Option<Box<dyn Port>> {
-        let slot = self.slots.get_mut(number as usize)?.take()?;
-        Some(slot.port)
+        let at = self.pos(number).ok()?;
+        Some(self.slots.remove(at).port)
     }
 
     /// The port with number `number`.
@@ -292,22 +332,21 @@ impl Datapath {
 
     /// The numbers of the ports, ascending.
     pub fn port_numbers(&self) -> impl Iterator<Item = u32> + '_ {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.is_some())
-            .map(|(i, _)| i as u32)
+        self.slots.iter().map(|s| s.number)
     }
 
     fn slot(&self, number: u32) -> Option<&Slot> {
-        self.slots.get(number as usize)?.as_ref()
+        self.slots.get(self.pos(number).ok()?)
     }
 
     fn slot_mut(&mut self, number: u32) -> Result<&mut Slot, DatapathError> {
-        self.slots
-            .get_mut(number as usize)
-            .and_then(Option::as_mut)
-            .ok_or(DatapathError::NoSuchPort(number))
+        match self.pos(number) {
+            Ok(at) => self
+                .slots
+                .get_mut(at)
+                .ok_or(DatapathError::NoSuchPort(number)),
+            Err(_) => Err(DatapathError::NoSuchPort(number)),
+        }
     }
 
     /// The port's options.
@@ -374,7 +413,12 @@ impl Datapath {
     /// Descriptors to wait on for readability.
     pub fn fds(&self, out: &mut Vec<RawFd>) {
         out.clear();
-        out.extend(self.slots.iter().flatten().filter_map(|s| s.port.fd()));
+        out.extend(
+            self.slots
+                .iter()
+                .filter(|s| !s.down)
+                .filter_map(|s| s.port.fd()),
+        );
     }
 
     /// Buffers allocated by the pool so far (flat in steady state).
@@ -388,24 +432,34 @@ impl Datapath {
         DP_POLLS.inc();
         self.now = self.now.wrapping_add(1);
         let mut total = 0;
-        for i in 0..self.slots.len() {
-            total += self.poll_port(i as u32);
+        for at in 0..self.slots.len() {
+            total += self.poll_port(at);
         }
         self.flush_touched();
         total
     }
 
-    fn poll_port(&mut self, number: u32) -> usize {
+    /// Polls the port at position `at` of `slots`.
+    fn poll_port(&mut self, at: usize) -> usize {
         let batch = self.cfg.batch;
-        let Some(Some(slot)) = self.slots.get_mut(number as usize) else {
+        let Some(slot) = self.slots.get_mut(at) else {
             return 0;
         };
+        if slot.down {
+            return 0;
+        }
+        let number = slot.number;
         self.rx.clear();
         let n = match slot.port.recv(&mut self.pool, &mut self.rx, batch) {
             Ok(n) => n,
-            Err(_) => {
+            Err(e) => {
                 slot.stats.rx_errors += 1;
                 DP_RX_ERRORS.inc();
+                if device_gone(&e) {
+                    // Polling it again would fail at once, forever: a busy loop.
+                    slot.down = true;
+                    DP_PORT_DOWN.inc();
+                }
                 0
             }
         };
@@ -432,7 +486,7 @@ impl Datapath {
             GRO_MERGED_PACKETS.add(after.merged_packets - before.merged_packets);
             GRO_NOT_MERGEABLE.add(after.not_mergeable - before.not_mergeable);
             self.drain_gro_engine(number, &mut engine);
-            if let Some(Some(slot)) = self.slots.get_mut(number as usize) {
+            if let Some(slot) = self.slots.get_mut(at) {
                 slot.gro = Some(engine);
             }
         } else {
@@ -474,11 +528,7 @@ impl Datapath {
         };
         let Some(hit) = hit else {
             DP_NO_MATCH_DROPS.inc();
-            if let Some(s) = self
-                .slots
-                .get_mut(in_port as usize)
-                .and_then(Option::as_mut)
-            {
+            if let Ok(s) = self.slot_mut(in_port) {
                 s.stats.rx_no_match += 1;
             }
             return;
@@ -495,11 +545,7 @@ impl Datapath {
                 other => {
                     if actions::apply(p, other, &self.cfg.parse).is_err() {
                         DP_ACTION_ERRORS.inc();
-                        if let Some(s) = self
-                            .slots
-                            .get_mut(in_port as usize)
-                            .and_then(Option::as_mut)
-                        {
+                        if let Ok(s) = self.slot_mut(in_port) {
                             s.stats.rx_action_errors += 1;
                         }
                         return;
@@ -509,11 +555,7 @@ impl Datapath {
         }
         if !sent {
             DP_DROP_ACTION.inc();
-            if let Some(s) = self
-                .slots
-                .get_mut(in_port as usize)
-                .and_then(Option::as_mut)
-            {
+            if let Ok(s) = self.slot_mut(in_port) {
                 s.stats.rx_dropped_by_rule += 1;
             }
         }
@@ -521,10 +563,15 @@ impl Datapath {
 
     /// Sends `p` as it is now out of port `out`, through transmit preparation for its device.
     fn transmit(&mut self, out: u32, p: &PacketBuf) {
-        let Some(Some(slot)) = self.slots.get_mut(out as usize) else {
+        let Some(slot) = self.pos(out).ok().and_then(|at| self.slots.get_mut(at)) else {
             DP_BAD_OUTPUT.inc();
             return;
         };
+        if slot.down {
+            DP_DOWN_OUTPUT.inc();
+            slot.stats.tx_errors += 1;
+            return;
+        }
         let pkt = TxPacket::new(p.frame(), p.meta);
         let mut sent = 0u64;
         let mut bytes = 0u64;
@@ -565,7 +612,7 @@ impl Datapath {
 
     fn flush_touched(&mut self) {
         for &out in &self.touched {
-            if let Some(Some(slot)) = self.slots.get_mut(out as usize) {
+            if let Some(slot) = self.pos(out).ok().and_then(|at| self.slots.get_mut(at)) {
                 if slot.port.flush().is_err() {
                     slot.stats.tx_errors += 1;
                     DP_TX_ERRORS.inc();
@@ -573,5 +620,24 @@ impl Datapath {
             }
         }
         self.touched.clear();
+    }
+}
+
+/// Whether a receive error means the port's device is gone (a TAP or interface deleted behind
+/// the switch's back): `EBADFD` (a TAP whose device was deleted), `ENODEV`, `ENXIO`, or
+/// `ENETDOWN` (an `AF_PACKET` socket whose interface was deleted).
+fn device_gone(e: &PortError) -> bool {
+    const ENXIO: i32 = 6;
+    const ENODEV: i32 = 19;
+    const EBADFD: i32 = 77;
+    const ENETDOWN: i32 = 100;
+    match e {
+        PortError::Io { source, .. } => {
+            matches!(
+                source.raw_os_error(),
+                Some(ENXIO | ENODEV | EBADFD | ENETDOWN)
+            )
+        }
+        _ => false,
     }
 }

@@ -297,3 +297,133 @@ fn ports_can_be_removed_and_numbers_reused() {
         .expect("number 2 is free again");
     assert_eq!(dp.port_numbers().collect::<Vec<_>>(), vec![1, 2]);
 }
+
+#[test]
+fn port_numbers_anywhere_in_u32_cost_no_table_sized_by_them() {
+    // Numbers at the top of the range: forwarding works and nothing is sized by them (a table
+    // indexed by port number would need 4 billion slots here).
+    let mut names = PortNames::new();
+    names.insert("a", u32::MAX);
+    names.insert("b", 4_000_000_000);
+    let mut t = FlowTable::new(TableConfig::default());
+    let r = parse_rule("prio 10 in_port a action output:b", &names).expect("rule parses");
+    t.insert(r).expect("inserted");
+    let mut dp = Datapath::new(t.reader(), DatapathConfig::default());
+    let (pa, ha) = MemPort::new("a", Device::new(Features::NONE));
+    let (pb, hb) = MemPort::new("b", Device::new(Features::NONE));
+    dp.add_port(u32::MAX, Box::new(pa), PortOptions::default())
+        .expect("add a");
+    dp.add_port(4_000_000_000, Box::new(pb), PortOptions::default())
+        .expect("add b");
+    let (pc, _hc) = MemPort::new("c", Device::new(Features::NONE));
+    dp.add_port(7, Box::new(pc), PortOptions::default())
+        .expect("add c");
+    assert_eq!(
+        dp.port_numbers().collect::<Vec<_>>(),
+        vec![7, 4_000_000_000, u32::MAX],
+        "ascending"
+    );
+    let f = Seg::tcp4(1, 100).build();
+    ha.inject_frame(&f);
+    dp.poll_once();
+    assert_eq!(hb.take_sent().len(), 1);
+    assert_eq!(dp.stats(u32::MAX).map(|s| s.rx_packets), Some(1));
+    assert!(dp.remove_port(4_000_000_000).is_some());
+    ha.inject_frame(&f);
+    dp.poll_once();
+    assert!(hb.take_sent().is_empty(), "a removed port gets nothing");
+}
+
+/// A port whose device vanished: every receive fails with `errno`; counts its calls.
+struct Vanished {
+    errno: i32,
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl sluice_datapath::Port for Vanished {
+    fn name(&self) -> &str {
+        "gone"
+    }
+    fn kind(&self) -> &'static str {
+        "test"
+    }
+    fn device(&self) -> Device {
+        Device::new(Features::NONE)
+    }
+    fn changeable(&self) -> Features {
+        Features::NONE
+    }
+    fn set_feature(&mut self, _: Feature, _: bool) -> Result<(), sluice_datapath::PortError> {
+        Ok(())
+    }
+    fn recv(
+        &mut self,
+        _: &mut sluice_datapath::BufPool,
+        _: &mut Vec<sluice_datapath::PacketBuf>,
+        _: usize,
+    ) -> Result<usize, sluice_datapath::PortError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Err(sluice_datapath::PortError::io(
+            "read",
+            std::io::Error::from_raw_os_error(self.errno),
+        ))
+    }
+    fn send(
+        &mut self,
+        _: &[u8],
+        _: &sluice_offload::tx::DeviceWork,
+    ) -> Result<(), sluice_datapath::PortError> {
+        panic!("a down port is never sent to");
+    }
+}
+
+#[test]
+fn a_port_whose_device_vanished_goes_down_is_not_polled_and_comes_back() {
+    let t = table(&["prio 10 in_port a action output:b"]);
+    let mut dp = Datapath::new(t.reader(), DatapathConfig::default());
+    let (pa, ha) = MemPort::new("a", Device::new(Features::NONE));
+    dp.add_port(1, Box::new(pa), PortOptions::default())
+        .expect("add a");
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let gone = Vanished {
+        errno: 77, // EBADFD: a TAP whose device was deleted
+        calls: std::sync::Arc::clone(&calls),
+    };
+    dp.add_port(2, Box::new(gone), PortOptions::default())
+        .expect("add b");
+    assert_eq!(dp.is_down(2), Some(false));
+    for _ in 0..10 {
+        dp.poll_once();
+    }
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "polled once, then not"
+    );
+    assert_eq!(dp.is_down(2), Some(true));
+    assert_eq!(dp.down_ports(), vec![2]);
+    let mut fds = Vec::new();
+    dp.fds(&mut fds);
+    assert!(fds.is_empty(), "a down port's descriptor is not waited on");
+    // Frames for it are dropped and counted, not sent.
+    ha.inject_frame(&Seg::tcp4(1, 100).build());
+    dp.poll_once();
+    assert_eq!(dp.stats(2).map(|s| s.tx_errors), Some(1));
+    // A new port in its place brings it back.
+    let (pb, hb) = MemPort::new("b", Device::new(Features::NONE));
+    dp.replace_port(2, Box::new(pb)).expect("replace");
+    assert_eq!(dp.is_down(2), Some(false));
+    ha.inject_frame(&Seg::tcp4(1, 100).build());
+    dp.poll_once();
+    assert_eq!(hb.take_sent().len(), 1);
+    // Any other receive error is counted but leaves the port up.
+    let other = Vanished {
+        errno: 5, // EIO
+        calls: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+    };
+    dp.add_port(3, Box::new(other), PortOptions::default())
+        .expect("add");
+    dp.poll_once();
+    assert_eq!(dp.is_down(3), Some(false));
+    assert_eq!(dp.stats(3).map(|s| s.rx_errors), Some(1));
+}

@@ -12,6 +12,8 @@
 //!   features follow the negotiated `TUN_F_*` offloads.
 //! - [`port_afpacket`]: the switch's `AF_PACKET` port ([`AfPacketPort`]) on a veth end or NIC,
 //!   with the interface's `ethtool -k` features as its device.
+//! - [`cred`]: a Unix socket peer's credentials (`SO_PEERCRED`) and its groups, for the
+//!   control socket's access check.
 //! - [`poll`]: waiting on several ports' descriptors ([`poll::wait_readable`]); [`signal`]: stop
 //!   on `SIGINT`/`SIGTERM` ([`signal::stop_on_signals`]).
 //! - [`sched`]: CPU affinity and `SCHED_FIFO` for threads (the system calls of the kernel GRO
@@ -21,6 +23,7 @@
 //! `SCHED_FIFO`) and the `ip`, `tc` and `ethtool` programs.
 
 pub mod afpacket;
+pub mod cred;
 pub mod netns;
 pub mod poll;
 pub mod port_afpacket;

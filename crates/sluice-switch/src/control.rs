@@ -7,28 +7,78 @@
 //! lacks a field or exceeds [`MAX_LINE`] bytes gets an error response (the connection stays
 //! open, except after an over-long line, whose rest cannot be trusted); every such refusal is
 //! counted in `ctl_bad_requests`. Nothing a client sends can stop the daemon except `shutdown`.
+//!
+//! The server survives its clients: the socket is mode 0660 and each connection's peer
+//! credentials (`SO_PEERCRED`) are checked (root and the socket's group are admitted); at most
+//! [`ServerConfig::max_connections`] are served at once; a reply that cannot be written within
+//! [`ServerConfig::write_timeout`] closes its connection; running out of descriptors on accept
+//! backs off instead of failing; and stopping never waits for a client.
 
 use crate::switch::{PortRequest, Switch};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sluice_coverage::counter;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 counter!(pub CTL_REQUESTS, "ctl_requests", "control requests answered");
 counter!(pub CTL_BAD_REQUESTS, "ctl_bad_requests", "control requests refused (bad JSON, unknown command, missing field, too long)");
 counter!(pub CTL_ERRORS, "ctl_errors", "control requests that failed (bad port, bad rule, refused feature …)");
+counter!(pub CTL_LINE_TOO_LONG, "ctl_line_too_long", "control connections closed: a request line longer than MAX_LINE");
+counter!(pub CTL_PEER_REFUSED, "ctl_peer_refused", "control connections refused: the peer is neither root nor in the socket's group");
+counter!(pub CTL_CONNECTIONS_REFUSED, "ctl_connections_refused", "control connections refused: max_connections already open");
+counter!(pub CTL_ACCEPT_ERRORS, "ctl_accept_errors", "accept() failures survived with back-off (EMFILE, ENFILE, ENOMEM …)");
+counter!(pub CTL_WRITE_TIMEOUTS, "ctl_write_timeouts", "control connections closed: a reply could not be written in write_timeout (the client does not read)");
 
-/// Longest request line accepted (rule batches are split by the client below this).
+/// Every control counter, for listings before they fire.
+pub static COUNTERS: [&sluice_coverage::Counter; 8] = [
+    &CTL_REQUESTS,
+    &CTL_BAD_REQUESTS,
+    &CTL_ERRORS,
+    &CTL_LINE_TOO_LONG,
+    &CTL_PEER_REFUSED,
+    &CTL_CONNECTIONS_REFUSED,
+    &CTL_ACCEPT_ERRORS,
+    &CTL_WRITE_TIMEOUTS,
+];
+
+/// Longest request line accepted, newline excluded (rule batches are split by the client below
+/// this). A longer line is answered with an error and its connection closed; at most this much
+/// is buffered per connection.
 pub const MAX_LINE: usize = 16 << 20;
 
 /// The default socket path of `sluice run` and the CLI.
 pub const DEFAULT_SOCKET: &str = "/run/sluice/sluice.sock";
+
+/// The control socket's mode: owner and group read/write, nothing for others.
+pub const SOCKET_MODE: u32 = 0o660;
+
+/// Settings of the control server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The group that owns the socket and whose members are admitted besides root (default 0).
+    pub group: u32,
+    /// Most connections served at once; one more is answered with an error and closed.
+    pub max_connections: usize,
+    /// Longest wait to write one reply before the connection is closed.
+    pub write_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            group: 0,
+            max_connections: 64,
+            write_timeout: Duration::from_secs(5),
+        }
+    }
+}
 
 /// A control request. See `docs/control.md` for each message with examples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +90,14 @@ pub enum Request {
     PortAdd(PortRequest),
     /// Remove a port by name.
     PortDel {
+        /// The port name.
+        name: String,
+        /// Delete the rules that name the port with it (otherwise such a port is not removed).
+        #[serde(default)]
+        force: bool,
+    },
+    /// Open a port that is down again (a deleted TAP is created again).
+    PortUp {
         /// The port name.
         name: String,
     },
@@ -92,9 +150,12 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
     let v = match req {
         Request::Ping {} => json!("pong"),
         Request::PortAdd(r) => to_value(switch.add_port(r).map_err(|e| e.to_string())?)?,
-        Request::PortDel { name } => {
-            switch.del_port(&name).map_err(|e| e.to_string())?;
+        Request::PortDel { name, force } => {
+            switch.del_port(&name, force).map_err(|e| e.to_string())?;
             Value::Null
+        }
+        Request::PortUp { name } => {
+            to_value(switch.reopen_port(&name).map_err(|e| e.to_string())?)?
         }
         Request::PortList {} => to_value(switch.ports().map_err(|e| e.to_string())?)?,
         Request::FlowAdd { rules, atomic } => to_value(
@@ -158,11 +219,12 @@ pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
     }
 }
 
-/// Serves one connection until it closes, `stop` is set, or it sends an over-long line.
+/// Serves one connection until it closes, `stop` is set, it sends an over-long line, or a
+/// reply cannot be written (the socket's write timeout, set by the server, bounds that wait).
 pub fn serve_connection(switch: &Switch, stream: UnixStream, stop: &AtomicBool) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
+    let writer = &stream;
+    let mut reader = BufReader::new(&stream);
     let mut line = Vec::new();
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -192,8 +254,9 @@ pub fn serve_connection(switch: &Switch, stream: UnixStream, stop: &AtomicBool) 
         if line.last() != Some(&b'\n') {
             if line.len() > MAX_LINE {
                 CTL_BAD_REQUESTS.inc();
-                let resp = json!({"ok": false, "error": format!("request longer than {MAX_LINE} bytes; closing")});
-                writeln!(writer, "{resp}")?;
+                CTL_LINE_TOO_LONG.inc();
+                let resp = json!({"ok": false, "error": format!("request line longer than {MAX_LINE} bytes (MAX_LINE); closing the connection")});
+                reply(writer, &resp)?;
                 return Ok(());
             }
             continue; // a timeout mid-line: keep reading
@@ -201,10 +264,24 @@ pub fn serve_connection(switch: &Switch, stream: UnixStream, stop: &AtomicBool) 
         let body = trim_line(&line);
         if !body.is_empty() {
             let resp = answer_line(switch, body, stop);
-            writeln!(writer, "{resp}")?;
+            reply(writer, &resp)?;
         }
         line.clear();
     }
+}
+
+/// Writes one response line; a write that times out (the client does not read) is counted.
+fn reply(mut writer: &UnixStream, resp: &Value) -> io::Result<()> {
+    let mut text = resp.to_string();
+    text.push('\n');
+    writer.write_all(text.as_bytes()).inspect_err(|e| {
+        if matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ) {
+            CTL_WRITE_TIMEOUTS.inc();
+        }
+    })
 }
 
 fn trim_line(line: &[u8]) -> &[u8] {
@@ -224,11 +301,69 @@ fn trim_line(line: &[u8]) -> &[u8] {
 pub struct ControlServer {
     listener: UnixListener,
     path: PathBuf,
+    config: ServerConfig,
+}
+
+/// The connections being served: a clone of each stream, to shut them all down on stop.
+#[derive(Debug, Default)]
+struct Connections {
+    open: Mutex<HashMap<u64, UnixStream>>,
+    count: AtomicUsize,
+}
+
+impl Connections {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, UnixStream>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Whether an `accept` error means the process (or system) is out of a resource, which passes.
+fn out_of_resources(e: &io::Error) -> bool {
+    const ENFILE: i32 = 23;
+    const EMFILE: i32 = 24;
+    const ENOBUFS: i32 = 105;
+    const ENOMEM: i32 = 12;
+    matches!(e.raw_os_error(), Some(ENFILE | EMFILE | ENOBUFS | ENOMEM))
+}
+
+/// Answers a refused connection with one error line (without waiting on the client) and
+/// closes it.
+fn refuse(stream: UnixStream, msg: &str) {
+    let _ = stream.set_nonblocking(true);
+    let mut s = stream;
+    let _ = writeln!(s, "{}", json!({"ok": false, "error": msg}));
+    let _ = s.shutdown(std::net::Shutdown::Both);
+}
+
+/// Whether the peer of `stream` may use the socket: root, or a process whose primary group
+/// or one of whose supplementary groups is `group`. `Err` carries the refusal message.
+fn admit(stream: &UnixStream, group: u32) -> Result<(), String> {
+    let cred = sluice_ports::cred::peer_credentials(stream)
+        .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
+    if cred.uid == 0 || cred.gid == group {
+        return Ok(());
+    }
+    let groups = sluice_ports::cred::process_groups(cred.pid).unwrap_or_default();
+    if groups.contains(&group) {
+        return Ok(());
+    }
+    Err(format!(
+        "permission denied: uid {} (gid {}) is neither root nor in group {group} of the control socket",
+        cred.uid, cred.gid
+    ))
 }
 
 impl ControlServer {
-    /// Binds `path` (creating its directory; replacing a stale socket no daemon answers on).
+    /// [`ControlServer::bind_with`] with the default [`ServerConfig`].
     pub fn bind(path: &Path) -> io::Result<ControlServer> {
+        Self::bind_with(path, ServerConfig::default())
+    }
+
+    /// Binds `path` (creating its directory) with mode [`SOCKET_MODE`] and group
+    /// `config.group`, whatever the umask. A path that exists must be a socket no daemon
+    /// answers on (a stale one, which is replaced): anything else (a regular file, a directory,
+    /// a live daemon's socket) is refused and left alone.
+    pub fn bind_with(path: &Path, config: ServerConfig) -> io::Result<ControlServer> {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
                 std::fs::create_dir_all(dir).map_err(|e| {
@@ -236,23 +371,70 @@ impl ControlServer {
                 })?;
             }
         }
-        if path.exists() {
-            if UnixStream::connect(path).is_ok() {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if !m.file_type().is_socket() => {
                 return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!("{}: another daemon is listening there", path.display()),
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists and is not a socket; refusing to replace it (choose another --socket path)",
+                        path.display()
+                    ),
                 ));
             }
-            std::fs::remove_file(path)?;
+            Ok(_) => match UnixStream::connect(path) {
+                Ok(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!("{}: another daemon is listening there", path.display()),
+                    ))
+                }
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    // A stale socket: nobody listens.
+                    std::fs::remove_file(path)?;
+                }
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!(
+                            "{}: cannot tell whether a daemon listens there: {e}",
+                            path.display()
+                        ),
+                    ))
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot inspect {}: {e}", path.display()),
+                ))
+            }
         }
         let listener = UnixListener::bind(path).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot bind {}: {e}", path.display()))
         })?;
-        listener.set_nonblocking(true)?;
-        Ok(ControlServer {
+        // The mode the umask allowed may be wider for a moment; every connection's peer is
+        // checked anyway, so a client that connects in that moment is still refused.
+        let server = ControlServer {
             listener,
             path: path.to_path_buf(),
-        })
+            config,
+        };
+        std::os::unix::fs::chown(path, None, Some(config.group)).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot give {} to group {}: {e}",
+                    path.display(),
+                    config.group
+                ),
+            )
+        })?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE)).map_err(
+            |e| io::Error::new(e.kind(), format!("cannot chmod {}: {e}", path.display())),
+        )?;
+        server.listener.set_nonblocking(true)?;
+        Ok(server)
     }
 
     /// The socket path.
@@ -260,28 +442,96 @@ impl ControlServer {
         &self.path
     }
 
-    /// Accepts connections (one thread each) until `stop` is set.
+    /// Accepts connections (one thread each) until `stop` is set, then shuts every open
+    /// connection down and returns without waiting for their clients (at most a short grace
+    /// for the threads to notice). Errors of `accept` are counted and survived.
     pub fn run(&self, switch: &Arc<Switch>, stop: &Arc<AtomicBool>) -> io::Result<()> {
-        std::thread::scope(|scope| {
-            while !stop.load(Ordering::SeqCst) {
-                match self.listener.accept() {
-                    Ok((stream, _)) => {
-                        let _ = stream.set_nonblocking(false);
-                        let sw = Arc::clone(switch);
-                        let st = Arc::clone(stop);
-                        scope.spawn(move || {
-                            let _ = serve_connection(&sw, stream, &st);
-                        });
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
+        let conns = Arc::new(Connections::default());
+        let mut next_id = 0u64;
+        let mut backoff = Duration::ZERO;
+        while !stop.load(Ordering::SeqCst) {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    backoff = Duration::ZERO;
+                    self.start_connection(stream, switch, stop, &conns, &mut next_id);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of descriptors or memory (or anything else): pass, wait, try again.
+                    CTL_ACCEPT_ERRORS.inc();
+                    backoff = if out_of_resources(&e) {
+                        (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1))
+                    } else {
+                        Duration::from_millis(100)
+                    };
+                    std::thread::sleep(backoff);
                 }
             }
-            Ok(())
-        })
+        }
+        for s in conns.lock().values() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while conns.count.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    fn start_connection(
+        &self,
+        stream: UnixStream,
+        switch: &Arc<Switch>,
+        stop: &Arc<AtomicBool>,
+        conns: &Arc<Connections>,
+        next_id: &mut u64,
+    ) {
+        if let Err(msg) = admit(&stream, self.config.group) {
+            CTL_PEER_REFUSED.inc();
+            refuse(stream, &msg);
+            return;
+        }
+        if conns.count.load(Ordering::SeqCst) >= self.config.max_connections {
+            CTL_CONNECTIONS_REFUSED.inc();
+            refuse(
+                stream,
+                &format!(
+                    "too many control connections ({} open, max_connections); try again later",
+                    self.config.max_connections
+                ),
+            );
+            return;
+        }
+        let setup = stream
+            .set_nonblocking(false)
+            .and_then(|()| stream.set_write_timeout(Some(self.config.write_timeout)))
+            .and_then(|()| stream.try_clone());
+        let Ok(clone) = setup else {
+            CTL_ACCEPT_ERRORS.inc();
+            return;
+        };
+        *next_id += 1;
+        let id = *next_id;
+        conns.lock().insert(id, clone);
+        conns.count.fetch_add(1, Ordering::SeqCst);
+        let (sw, st, cs) = (Arc::clone(switch), Arc::clone(stop), Arc::clone(conns));
+        let spawned = std::thread::Builder::new()
+            .name("sluice-control".into())
+            .spawn(move || {
+                let _ = serve_connection(&sw, stream, &st);
+                cs.lock().remove(&id);
+                cs.count.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            // No thread for it (out of memory or threads): the stream is dropped with the
+            // closure; forget it.
+            CTL_ACCEPT_ERRORS.inc();
+            conns.lock().remove(&id);
+            conns.count.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

@@ -7,18 +7,15 @@
 pub mod control;
 pub mod switch;
 
-pub use control::{Client, ControlServer, Request};
+pub use control::{Client, ControlServer, Request, ServerConfig};
 pub use switch::{
     FeatureState, FlowResult, PortInfo, PortKind, PortRequest, PortStatsInfo, Switch, SwitchConfig,
-    SwitchError,
+    SwitchError, MAX_ACTIONS, MAX_BATCH, MAX_PORT_NUMBER,
 };
 
 /// Registers every counter the switch can move, so listings show them at zero.
 pub fn register_counters() {
     sluice_datapath::datapath::register_counters();
-    sluice_coverage::register(&[
-        &control::CTL_REQUESTS,
-        &control::CTL_BAD_REQUESTS,
-        &control::CTL_ERRORS,
-    ]);
+    sluice_coverage::register(&control::COUNTERS);
+    sluice_coverage::register(&switch::COUNTERS);
 }

@@ -13,20 +13,63 @@
 //! to the datapath thread.
 
 use serde::{Deserialize, Serialize};
+use sluice_coverage::counter;
 use sluice_datapath::{Datapath, DatapathConfig, Port, PortOptions, PortStats};
 use sluice_flow::{
-    parse_rule, BatchMode, FlowTable, Handle, PortNames, RuleError, RuleRef, RuleText, TableConfig,
+    parse_rule, Action, BatchMode, Field, FlowTable, Handle, Mask, PortNames, Rule, RuleError,
+    RuleRef, RuleText, TableConfig,
 };
 use sluice_offload::features::Feature;
 use sluice_ports::port_afpacket::{AfPacketPort, AfPacketPortConfig};
 use sluice_ports::port_tap::{TapPort, TapPortConfig};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+counter!(pub SW_BAD_PORT_NUMBER, "sw_bad_port_number", "port_add refused: number 0 or above the OpenFlow range (MAX_PORT_NUMBER)");
+counter!(pub SW_TOO_MANY_ACTIONS, "sw_too_many_actions", "rules refused: more than MAX_ACTIONS actions");
+counter!(pub SW_BATCH_TOO_BIG, "sw_batch_too_big", "flow_add / flow_del requests refused: more than MAX_BATCH rules");
+counter!(pub SW_QUOTA_RULES, "sw_quota_rules", "rules refused: the rule quota (max_rules) is reached");
+counter!(pub SW_QUOTA_MASKS, "sw_quota_masks", "rules refused: the mask quota (max_masks) is reached");
+counter!(pub SW_QUOTA_BYTES, "sw_quota_bytes", "rules refused: the rule-bytes quota (max_rule_bytes) is reached");
+counter!(pub SW_PORT_DEL_REFUSED, "sw_port_del_refused", "port_del refused: rules name the port (no force)");
+counter!(pub SW_PORT_REVIVED, "sw_port_revived", "ports brought back up after their device vanished");
+counter!(pub SW_PORT_REVIVE_FAILED, "sw_port_revive_failed", "attempts to bring a down port back that failed");
+
+/// Every switch counter, for listings before they fire.
+pub static COUNTERS: [&sluice_coverage::Counter; 9] = [
+    &SW_BAD_PORT_NUMBER,
+    &SW_TOO_MANY_ACTIONS,
+    &SW_BATCH_TOO_BIG,
+    &SW_QUOTA_RULES,
+    &SW_QUOTA_MASKS,
+    &SW_QUOTA_BYTES,
+    &SW_PORT_DEL_REFUSED,
+    &SW_PORT_REVIVED,
+    &SW_PORT_REVIVE_FAILED,
+];
+
+/// The highest port number: OpenFlow 1.0's last physical port (`OFPP_MAX` is `0xff00`; the
+/// numbers above it are reserved there). Numbers are 1 to this.
+pub const MAX_PORT_NUMBER: u32 = 0xfeff;
+
+/// Most actions in one rule.
+pub const MAX_ACTIONS: usize = 64;
+
+/// Most rules (or delete specs) in one `flow_add` / `flow_del` request: bounds how long one
+/// request holds the control lock. The CLI sends files in chunks below it.
+pub const MAX_BATCH: usize = 100_000;
+
+/// How long a down port waits before the first attempt to bring it back; each failed attempt
+/// doubles the wait, up to [`REVIVE_MAX_DELAY`].
+pub const REVIVE_FIRST_DELAY: Duration = Duration::from_secs(1);
+
+/// The longest wait between two attempts to bring a down port back.
+pub const REVIVE_MAX_DELAY: Duration = Duration::from_secs(30);
 
 /// Why a switch operation failed. The message names what was asked and why it failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +105,11 @@ pub struct SwitchConfig {
     pub datapath: DatapathConfig,
     /// Most flow rules.
     pub max_rules: usize,
+    /// Most distinct masks (subtables) in the flow table.
+    pub max_masks: usize,
+    /// Most bytes of rules, by the flow table's per-rule estimate
+    /// ([`FlowTable::bytes_per_rule`]).
+    pub max_rule_bytes: usize,
     /// Longest wait for a port to become readable before the datapath thread checks for
     /// control work again.
     pub poll_timeout: Duration,
@@ -77,6 +125,8 @@ impl Default for SwitchConfig {
         SwitchConfig {
             datapath: DatapathConfig::default(),
             max_rules: 1 << 20,
+            max_masks: 4096,
+            max_rule_bytes: 1 << 30,
             poll_timeout: Duration::from_millis(2),
             busy_poll: Duration::from_micros(20),
         }
@@ -116,7 +166,8 @@ pub struct PortRequest {
     pub name: String,
     /// The port type.
     pub kind: PortKind,
-    /// The port number rules use; the lowest free number from 1 when absent.
+    /// The port number rules use (1 to [`MAX_PORT_NUMBER`]); the lowest free number from 1
+    /// when absent.
     #[serde(default)]
     pub number: Option<u32>,
     /// Software GRO on the port's received frames.
@@ -147,6 +198,11 @@ impl PortRequest {
 /// What the switch knows about a port.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortInfo {
+    /// Its handle: unique for the daemon's lifetime, never reused (a port deleted and added
+    /// again gets a new one).
+    pub handle: u64,
+    /// `up`, or `down` when its device vanished (see `docs/control.md`).
+    pub state: String,
     /// Its number.
     pub number: u32,
     /// Its name.
@@ -177,8 +233,8 @@ pub struct FeatureState {
 pub struct FlowResult {
     /// Index of the rule in the request (0-based).
     pub index: usize,
-    /// The rule's handle, on success.
-    pub handle: Option<u32>,
+    /// The rule's handle, on success: unique for the daemon's lifetime, never reused.
+    pub handle: Option<u64>,
     /// Why it failed (parse errors show the line with the offending token marked).
     pub error: Option<String>,
 }
@@ -190,6 +246,8 @@ pub struct PortStatsInfo {
     pub number: u32,
     /// The port name.
     pub name: String,
+    /// `up` or `down`.
+    pub state: String,
     /// Packets received (before GRO).
     pub rx_packets: u64,
     /// Bytes received.
@@ -223,10 +281,11 @@ pub struct PortStatsInfo {
 }
 
 impl PortStatsInfo {
-    fn new(number: u32, name: String, s: &PortStats) -> PortStatsInfo {
+    fn new(number: u32, name: String, down: bool, s: &PortStats) -> PortStatsInfo {
         PortStatsInfo {
             number,
             name,
+            state: state_name(down).into(),
             rx_packets: s.rx_packets,
             rx_bytes: s.rx_bytes,
             tx_packets: s.tx_packets,
@@ -248,18 +307,152 @@ impl PortStatsInfo {
 
 type Job = Box<dyn FnOnce(&mut Datapath) + Send>;
 
+fn state_name(down: bool) -> &'static str {
+    if down {
+        "down"
+    } else {
+        "up"
+    }
+}
+
+/// A port as the control side knows it.
+struct PortEntry {
+    number: u32,
+    handle: u64,
+    /// How it was opened (to open it again when its device comes back).
+    req: PortRequest,
+    /// When down: the next attempt to bring it back and the wait after that one.
+    revive: Option<(Instant, Duration)>,
+}
+
+/// The control side's state. Every change goes through one of the `Control` methods below
+/// (`add_port_entry`, `remove_port_entry`, `record_insert`, `record_delete`), the one place a
+/// durable store would hook.
 struct Control {
     table: FlowTable,
     names: PortNames,
-    /// name → (number, kind)
-    ports: BTreeMap<String, (u32, &'static str)>,
+    ports: BTreeMap<String, PortEntry>,
+    max_masks: usize,
+    next_port_handle: u64,
+    next_rule_handle: u64,
+    /// The flow table's own handle (small, reused) → the switch's handle (0: none).
+    ext_of: Vec<u64>,
+    /// The switch's handle → the flow table's.
+    int_of: HashMap<u64, Handle>,
+    /// Rules per distinct mask.
+    masks: HashMap<Mask, usize>,
+}
+
+impl Control {
+    fn add_port_entry(&mut self, name: &str, number: u32, req: PortRequest) -> u64 {
+        self.next_port_handle += 1;
+        let handle = self.next_port_handle;
+        self.ports.insert(
+            name.to_string(),
+            PortEntry {
+                number,
+                handle,
+                req,
+                revive: None,
+            },
+        );
+        self.names.insert(name, number);
+        handle
+    }
+
+    fn remove_port_entry(&mut self, name: &str) {
+        self.ports.remove(name);
+        // Keep the name→number mapping out of new rules.
+        let mut names = PortNames::new();
+        for (n, e) in &self.ports {
+            names.insert(n, e.number);
+        }
+        self.names = names;
+    }
+
+    /// Records a rule the table accepted: gives it the next switch handle.
+    fn record_insert(&mut self, h: Handle, mask: &Mask) -> u64 {
+        self.next_rule_handle += 1;
+        let ext = self.next_rule_handle;
+        let i = h.0 as usize;
+        if self.ext_of.len() <= i {
+            self.ext_of.resize(i + 1, 0);
+        }
+        if let Some(slot) = self.ext_of.get_mut(i) {
+            *slot = ext;
+        }
+        self.int_of.insert(ext, h);
+        *self.masks.entry(*mask).or_insert(0) += 1;
+        ext
+    }
+
+    /// Records a rule the table deleted.
+    fn record_delete(&mut self, h: Handle, mask: &Mask) {
+        if let Some(slot) = self.ext_of.get_mut(h.0 as usize) {
+            self.int_of.remove(slot);
+            *slot = 0;
+        }
+        if let Some(n) = self.masks.get_mut(mask) {
+            *n -= 1;
+            if *n == 0 {
+                self.masks.remove(mask);
+            }
+        }
+    }
+
+    /// The switch handle of the table's rule `h`.
+    fn ext(&self, h: Handle) -> u64 {
+        self.ext_of.get(h.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// A table error in the switch's terms (handles, quota names), counted.
+    fn rule_error(&self, e: &RuleError) -> String {
+        match e {
+            RuleError::Duplicate { existing } => format!(
+                "duplicate of the rule with handle {} (same match and priority)",
+                self.ext(*existing)
+            ),
+            RuleError::TableFull { limit } => {
+                SW_QUOTA_RULES.inc();
+                format!("rule quota reached: at most {limit} rules (max_rules)")
+            }
+            RuleError::MemoryQuota { limit } => {
+                SW_QUOTA_BYTES.inc();
+                format!(
+                    "rule-bytes quota reached: at most {limit} bytes of rules, {} per rule (max_rule_bytes)",
+                    FlowTable::bytes_per_rule()
+                )
+            }
+            RuleError::UnknownHandle(_) => "no rule with this handle".into(),
+            other => other.to_string(),
+        }
+    }
+
+    /// Handles of the rules that match on port `number` or output to it, ascending.
+    fn rules_naming(&self, number: u32) -> Vec<u64> {
+        let mut out: Vec<u64> = self
+            .table
+            .rules()
+            .filter(|(_, r)| names_port(r, number))
+            .map(|(h, _)| self.ext(h))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+}
+
+/// Whether `rule` matches on port `number` (`in_port`) or outputs to it.
+fn names_port(rule: &Rule, number: u32) -> bool {
+    let mask = rule.matcher.mask.uint(Field::InPort);
+    let in_port = mask != 0 && rule.matcher.key.uint(Field::InPort) == u64::from(number) & mask;
+    in_port || rule.actions.as_slice().contains(&Action::Output(number))
 }
 
 /// The switch. See the [module documentation](self). Dropping it stops the datapath thread.
 pub struct Switch {
     jobs: mpsc::Sender<Job>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
     control: Mutex<Control>,
     poll_timeout: Duration,
 }
@@ -331,6 +524,7 @@ impl Switch {
     pub fn start(cfg: SwitchConfig) -> Result<Switch, SwitchError> {
         let table = FlowTable::new(TableConfig {
             max_rules: cfg.max_rules,
+            max_bytes: cfg.max_rule_bytes,
             ..TableConfig::default()
         });
         let mut dp = Datapath::new(table.reader(), cfg.datapath);
@@ -345,11 +539,17 @@ impl Switch {
         Ok(Switch {
             jobs: tx,
             stop,
-            thread: Some(thread),
+            thread: Mutex::new(Some(thread)),
             control: Mutex::new(Control {
                 table,
                 names: PortNames::new(),
                 ports: BTreeMap::new(),
+                max_masks: cfg.max_masks,
+                next_port_handle: 0,
+                next_rule_handle: 0,
+                ext_of: Vec::new(),
+                int_of: HashMap::new(),
+                masks: HashMap::new(),
             }),
             poll_timeout: cfg.poll_timeout,
         })
@@ -391,61 +591,176 @@ impl Switch {
             )));
         }
         let number = match req.number {
-            Some(0) => {
-                return Err(SwitchError::Invalid(
-                    "port number 0 is reserved (use 1 or more)".into(),
-                ))
+            Some(n) if n == 0 || n > MAX_PORT_NUMBER => {
+                SW_BAD_PORT_NUMBER.inc();
+                return Err(SwitchError::Invalid(format!(
+                    "port number {n} is out of range: numbers are 1 to {MAX_PORT_NUMBER} (0 is reserved; the OpenFlow physical-port range)"
+                )));
             }
             Some(n) => {
-                if ctl.ports.values().any(|&(m, _)| m == n) {
+                if ctl.ports.values().any(|e| e.number == n) {
                     return Err(SwitchError::Invalid(format!("port number {n} is in use")));
                 }
                 n
             }
-            None => (1..)
-                .find(|n| !ctl.ports.values().any(|&(m, _)| m == *n))
-                .unwrap_or(1),
+            None => (1..=MAX_PORT_NUMBER)
+                .find(|n| !ctl.ports.values().any(|e| e.number == *n))
+                .ok_or_else(|| {
+                    SwitchError::Invalid(format!(
+                        "no free port number (1 to {MAX_PORT_NUMBER} are all in use)"
+                    ))
+                })?,
         };
         let port = open_port(&req)?;
-        let kind = port.kind();
         let opts = PortOptions { gro: req.gro };
         self.call(move |dp| dp.add_port(number, port, opts))?
             .map_err(|e| SwitchError::Invalid(format!("port {:?}: {e}", req.name)))?;
-        ctl.ports.insert(req.name.clone(), (number, kind));
-        ctl.names.insert(&req.name, number);
+        let name = req.name.clone();
+        ctl.add_port_entry(&name, number, req);
         drop(ctl);
-        self.port_info(&req.name)
+        self.port_info(&name)
     }
 
     fn number(&self, name: &str) -> Result<u32, SwitchError> {
         self.control()
             .ports
             .get(name)
-            .map(|&(n, _)| n)
+            .map(|e| e.number)
             .ok_or_else(|| SwitchError::NotFound(format!("no port named {name:?}")))
     }
 
-    /// Removes a port (its rules stay; they no longer match or output anywhere).
-    pub fn del_port(&self, name: &str) -> Result<(), SwitchError> {
-        let number = self.number(name)?;
+    /// Removes a port. Rules that name it (`in_port` or `output`) would otherwise be left
+    /// pointing at a number the next port may take, so: without `force` the removal is refused
+    /// with their handles; with `force` they are deleted first (one publish), then the port.
+    pub fn del_port(&self, name: &str, force: bool) -> Result<(), SwitchError> {
+        let mut ctl = self.control();
+        let number = ctl
+            .ports
+            .get(name)
+            .map(|e| e.number)
+            .ok_or_else(|| SwitchError::NotFound(format!("no port named {name:?}")))?;
+        let naming = ctl.rules_naming(number);
+        if !naming.is_empty() {
+            if !force {
+                SW_PORT_DEL_REFUSED.inc();
+                return Err(SwitchError::Invalid(format!(
+                    "port {name:?} is named by {} rules (handles {}); delete them first, or delete them with the port (port_del \"force\": true, `sluice port del --force`)",
+                    naming.len(),
+                    list_handles(&naming)
+                )));
+            }
+            let refs: Vec<(Handle, Mask)> = naming
+                .iter()
+                .filter_map(|e| {
+                    let h = *ctl.int_of.get(e)?;
+                    Some((h, ctl.table.rule(h)?.matcher.mask))
+                })
+                .collect();
+            let out = ctl.table.delete_batch(
+                refs.iter().map(|&(h, _)| RuleRef::Handle(h)).collect(),
+                BatchMode::AllOrNothing,
+            );
+            if let Some(Err(e)) = out.iter().find(|r| r.is_err()) {
+                return Err(SwitchError::Invalid(format!(
+                    "port {name:?}: cannot delete its rules: {}",
+                    ctl.rule_error(e)
+                )));
+            }
+            for (h, mask) in &refs {
+                ctl.record_delete(*h, mask);
+            }
+        }
         let port = self.call(move |dp| dp.remove_port(number))?;
         drop(port);
-        let mut ctl = self.control();
-        ctl.ports.remove(name);
-        // Keep the name→number mapping out of new rules.
-        let mut names = PortNames::new();
-        for (n, &(num, _)) in &ctl.ports {
-            names.insert(n, num);
-        }
-        ctl.names = names;
+        ctl.remove_port_entry(name);
         Ok(())
     }
 
+    /// Opens port `name` again in place (its number, handle, options, counters and rules
+    /// carry on) and brings it up: for a TAP this creates the device again if it was deleted.
+    /// Refused for a port that is up.
+    pub fn reopen_port(&self, name: &str) -> Result<PortInfo, SwitchError> {
+        let (number, req) = {
+            let ctl = self.control();
+            let e = ctl
+                .ports
+                .get(name)
+                .ok_or_else(|| SwitchError::NotFound(format!("no port named {name:?}")))?;
+            (e.number, e.req.clone())
+        };
+        if self.call(move |dp| dp.is_down(number))? != Some(true) {
+            return Err(SwitchError::Invalid(format!(
+                "port {name:?} is up (port_up only brings back a port that is down)"
+            )));
+        }
+        self.revive(name, number, &req)?;
+        self.port_info(name)
+    }
+
+    /// Opens `req` again and puts it in place of port `number`.
+    fn revive(&self, name: &str, number: u32, req: &PortRequest) -> Result<(), SwitchError> {
+        let port = open_port(req).inspect_err(|_| SW_PORT_REVIVE_FAILED.inc())?;
+        let old = self
+            .call(move |dp| dp.replace_port(number, port))?
+            .map_err(|e| SwitchError::Invalid(format!("port {name:?}: {e}")))?;
+        drop(old);
+        SW_PORT_REVIVED.inc();
+        if let Some(e) = self.control().ports.get_mut(name) {
+            e.revive = None;
+        }
+        Ok(())
+    }
+
+    /// One pass of the recovery of down ports (the daemon calls it about once a second): a
+    /// port whose device vanished is reattached once an interface of its name exists again in
+    /// its namespace, tried first [`REVIVE_FIRST_DELAY`] after it was seen down, then with a
+    /// doubling wait up to [`REVIVE_MAX_DELAY`]. A deleted TAP is not created again here (the
+    /// operator deleted it); `port_up` does that. Returns the number of ports brought back.
+    pub fn revive_down_ports(&self) -> Result<usize, SwitchError> {
+        let down = self.call(|dp| dp.down_ports())?;
+        let now = Instant::now();
+        let mut due = Vec::new();
+        {
+            let mut ctl = self.control();
+            for (name, e) in ctl.ports.iter_mut() {
+                if !down.contains(&e.number) {
+                    e.revive = None;
+                    continue;
+                }
+                match e.revive {
+                    None => e.revive = Some((now + REVIVE_FIRST_DELAY, REVIVE_FIRST_DELAY)),
+                    Some((at, wait)) if at <= now => {
+                        let next = (wait * 2).min(REVIVE_MAX_DELAY);
+                        e.revive = Some((now + next, next));
+                        due.push((name.clone(), e.number, e.req.clone()));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        let mut revived = 0;
+        for (name, number, req) in due {
+            if !device_exists(&req) {
+                continue;
+            }
+            if self.revive(&name, number, &req).is_ok() {
+                revived += 1;
+            }
+        }
+        Ok(revived)
+    }
+
     fn port_info(&self, name: &str) -> Result<PortInfo, SwitchError> {
-        let number = self.number(name)?;
+        let (number, handle) = self
+            .control()
+            .ports
+            .get(name)
+            .map(|e| (e.number, e.handle))
+            .ok_or_else(|| SwitchError::NotFound(format!("no port named {name:?}")))?;
         let name = name.to_string();
         self.call(move |dp| {
             let port = dp.port(number)?;
+            let down = dp.is_down(number)?;
             let device = dp.device(number)?;
             let gro = dp.options(number).is_some_and(|o| o.gro);
             let mut features: Vec<String> = Feature::ALL
@@ -457,6 +772,8 @@ impl Switch {
                 features.push("rx-gro".into());
             }
             Some(PortInfo {
+                handle,
+                state: state_name(down).into(),
                 number,
                 name,
                 kind: port.kind().to_string(),
@@ -474,7 +791,7 @@ impl Switch {
             .control()
             .ports
             .iter()
-            .map(|(n, &(num, _))| (num, n.clone()))
+            .map(|(n, e)| (e.number, n.clone()))
             .collect();
         let mut out = Vec::with_capacity(names.len());
         for (_, name) in names {
@@ -491,27 +808,53 @@ impl Switch {
         lines: &[String],
         atomic: bool,
     ) -> Result<Vec<FlowResult>, SwitchError> {
+        check_batch(lines.len())?;
         let mut ctl = self.control();
         let mut results = empty_results(lines.len());
         let mut rules = Vec::with_capacity(lines.len());
         let mut idx = Vec::with_capacity(lines.len());
+        // Masks this batch would add, in order: refused past the quota.
+        let mut new_masks: HashSet<Mask> = HashSet::new();
         for (i, line) in lines.iter().enumerate() {
-            match parse_rule(line, &ctl.names) {
-                Ok(r) => {
-                    rules.push(r);
-                    idx.push(i);
+            let r = match parse_rule(line, &ctl.names) {
+                Ok(r) => r,
+                Err(e) => {
+                    results[i].error = Some(e.render(line));
+                    continue;
                 }
-                Err(e) => results[i].error = Some(e.render(line)),
+            };
+            let n = r.actions.as_slice().len();
+            if n > MAX_ACTIONS {
+                SW_TOO_MANY_ACTIONS.inc();
+                results[i].error = Some(format!(
+                    "{n} actions: a rule has at most {MAX_ACTIONS} actions"
+                ));
+                continue;
             }
+            let mask = r.matcher.mask;
+            if !ctl.masks.contains_key(&mask) && !new_masks.contains(&mask) {
+                if ctl.masks.len() + new_masks.len() >= ctl.max_masks {
+                    SW_QUOTA_MASKS.inc();
+                    results[i].error = Some(format!(
+                        "mask quota reached: at most {} distinct masks (max_masks)",
+                        ctl.max_masks
+                    ));
+                    continue;
+                }
+                new_masks.insert(mask);
+            }
+            rules.push(r);
+            idx.push(i);
         }
         if atomic && refuse_rest(&mut results) {
             return Ok(results);
         }
+        let masks: Vec<Mask> = rules.iter().map(|r| r.matcher.mask).collect();
         let out = ctl.table.insert_batch(rules, batch_mode(atomic));
-        for (i, r) in idx.into_iter().zip(out) {
+        for ((i, r), mask) in idx.into_iter().zip(out).zip(masks) {
             match r {
-                Ok(h) => results[i].handle = Some(h.0),
-                Err(e) => results[i].error = Some(rule_error(&e)),
+                Ok(h) => results[i].handle = Some(ctl.record_insert(h, &mask)),
+                Err(e) => results[i].error = Some(ctl.rule_error(&e)),
             }
         }
         Ok(results)
@@ -524,6 +867,7 @@ impl Switch {
         specs: &[String],
         atomic: bool,
     ) -> Result<Vec<FlowResult>, SwitchError> {
+        check_batch(specs.len())?;
         let mut ctl = self.control();
         let mut results = empty_results(specs.len());
         let mut refs = Vec::new();
@@ -531,10 +875,19 @@ impl Switch {
         for (i, spec) in specs.iter().enumerate() {
             let s = spec.trim();
             let num = s.strip_prefix("handle").map(str::trim).unwrap_or(s);
-            if let Ok(h) = num.parse::<u32>() {
-                refs.push(RuleRef::Handle(Handle(h)));
-                results[i].handle = Some(h);
-                idx.push(i);
+            if let Ok(ext) = num.parse::<u64>() {
+                results[i].handle = Some(ext);
+                let found = ctl
+                    .int_of
+                    .get(&ext)
+                    .and_then(|&h| Some((h, ctl.table.rule(h)?.matcher.mask)));
+                match found {
+                    Some((h, mask)) => {
+                        refs.push((RuleRef::Handle(h), h, mask));
+                        idx.push(i);
+                    }
+                    None => results[i].error = Some(format!("no rule with handle {ext}")),
+                }
                 continue;
             }
             // A rule's text; give it an action if it has none so the parser accepts it.
@@ -544,24 +897,34 @@ impl Switch {
                 format!("{s} action drop")
             };
             match parse_rule(&text, &ctl.names) {
-                Ok(r) => {
-                    results[i].handle = ctl.table.find(&r.matcher, r.priority).map(|h| h.0);
-                    refs.push(RuleRef::Exact {
-                        matcher: r.matcher,
-                        priority: r.priority,
-                    });
-                    idx.push(i);
-                }
+                Ok(r) => match ctl.table.find(&r.matcher, r.priority) {
+                    Some(h) => {
+                        results[i].handle = Some(ctl.ext(h));
+                        refs.push((
+                            RuleRef::Exact {
+                                matcher: r.matcher,
+                                priority: r.priority,
+                            },
+                            h,
+                            r.matcher.mask,
+                        ));
+                        idx.push(i);
+                    }
+                    None => results[i].error = Some(RuleError::NotFound.to_string()),
+                },
                 Err(e) => results[i].error = Some(e.render(&text)),
             }
         }
         if atomic && refuse_rest(&mut results) {
             return Ok(results);
         }
+        let (refs, found): (Vec<RuleRef>, Vec<(Handle, Mask)>) =
+            refs.into_iter().map(|(r, h, m)| (r, (h, m))).unzip();
         let out = ctl.table.delete_batch(refs, batch_mode(atomic));
-        for (i, r) in idx.into_iter().zip(out) {
-            if let Err(e) = r {
-                results[i].error = Some(rule_error(&e));
+        for ((i, r), (h, mask)) in idx.into_iter().zip(out).zip(found) {
+            match r {
+                Ok(()) => ctl.record_delete(h, &mask),
+                Err(e) => results[i].error = Some(ctl.rule_error(&e)),
             }
         }
         Ok(results)
@@ -570,14 +933,14 @@ impl Switch {
     /// Every rule as `handle N: <rule text>`, by handle.
     pub fn dump_flows(&self) -> Vec<String> {
         let ctl = self.control();
-        let mut rules: Vec<_> = ctl.table.rules().collect();
-        rules.sort_by_key(|(h, _)| h.0);
+        let mut rules: Vec<_> = ctl.table.rules().map(|(h, r)| (ctl.ext(h), r)).collect();
+        rules.sort_by_key(|(h, _)| *h);
         rules
             .iter()
             .map(|(h, r)| {
                 format!(
                     "handle {}: {}",
-                    h.0,
+                    h,
                     RuleText {
                         rule: r,
                         ports: &ctl.names
@@ -669,12 +1032,16 @@ impl Switch {
             .control()
             .ports
             .iter()
-            .map(|(n, &(num, _))| (num, n.clone()))
+            .map(|(n, e)| (e.number, n.clone()))
             .collect();
         self.call(move |dp| {
             let mut out: Vec<PortStatsInfo> = names
                 .into_iter()
-                .filter_map(|(num, name)| dp.stats(num).map(|s| PortStatsInfo::new(num, name, &s)))
+                .filter_map(|(num, name)| {
+                    let down = dp.is_down(num)?;
+                    dp.stats(num)
+                        .map(|s| PortStatsInfo::new(num, name, down, &s))
+                })
                 .collect();
             out.sort_by_key(|p| p.number);
             out
@@ -688,13 +1055,17 @@ impl Switch {
     }
 
     /// Stops the datapath thread and closes every port.
-    pub fn stop(mut self) -> Result<(), SwitchError> {
-        self.shutdown()
+    pub fn stop(self) -> Result<(), SwitchError> {
+        self.halt()
     }
 
-    fn shutdown(&mut self) -> Result<(), SwitchError> {
+    /// Stops the datapath thread and closes every port, while others may still hold the
+    /// switch (a control connection finishing its request): their later calls fail with
+    /// [`SwitchError::Stopped`].
+    pub fn halt(&self) -> Result<(), SwitchError> {
         self.stop.store(true, Ordering::SeqCst);
-        match self.thread.take() {
+        let t = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match t {
             Some(t) => t.join().map_err(|_| SwitchError::Stopped),
             None => Ok(()),
         }
@@ -703,7 +1074,7 @@ impl Switch {
 
 impl Drop for Switch {
     fn drop(&mut self) {
-        let _ = self.shutdown();
+        let _ = self.halt();
     }
 }
 
@@ -738,8 +1109,35 @@ fn batch_mode(atomic: bool) -> BatchMode {
     }
 }
 
-fn rule_error(e: &RuleError) -> String {
-    e.to_string()
+/// Refuses a request of more than [`MAX_BATCH`] rules.
+fn check_batch(n: usize) -> Result<(), SwitchError> {
+    if n > MAX_BATCH {
+        SW_BATCH_TOO_BIG.inc();
+        return Err(SwitchError::Invalid(format!(
+            "{n} rules in one request: at most {MAX_BATCH} per request (send them in chunks)"
+        )));
+    }
+    Ok(())
+}
+
+/// `a, b, c` for the first handles of `list`, then how many more.
+fn list_handles(list: &[u64]) -> String {
+    const SHOWN: usize = 20;
+    let mut s: Vec<String> = list.iter().take(SHOWN).map(u64::to_string).collect();
+    if list.len() > SHOWN {
+        s.push(format!("and {} more", list.len() - SHOWN));
+    }
+    s.join(", ")
+}
+
+/// Whether an interface named as `req` asks exists (in its namespace).
+fn device_exists(req: &PortRequest) -> bool {
+    let name = req.name.clone();
+    let look = move || sluice_ports::netns::if_nametoindex(&name).is_ok();
+    match &req.netns {
+        None => look(),
+        Some(ns) => sluice_ports::netns::enter_named(ns, look).unwrap_or(false),
+    }
 }
 
 fn open_port(req: &PortRequest) -> Result<Box<dyn Port>, SwitchError> {

@@ -132,6 +132,7 @@ fn errors_name_the_problem() {
     let e = c
         .request(&Request::PortDel {
             name: "nope0".into(),
+            force: false,
         })
         .expect_err("no such port");
     assert!(e.to_string().contains("nope0"), "{e}");

@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use serde_json::Value;
-use sluice_switch::control::{Client, ControlServer, Request, DEFAULT_SOCKET};
+use sluice_switch::control::{Client, ControlServer, Request, ServerConfig, DEFAULT_SOCKET};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal};
@@ -20,6 +20,11 @@ pub const DEFAULT_CONFIG: &str = r#"{
   "poll_timeout_us": 2000,
   "busy_poll_us": 20,
   "max_rules": 1048576,
+  "max_masks": 4096,
+  "max_rule_bytes": 1073741824,
+  "socket_group": "0",
+  "max_connections": 64,
+  "write_timeout_ms": 5000,
   "ports": [],
   "flows": []
 }"#;
@@ -44,6 +49,21 @@ pub struct Config {
     /// Most flow rules.
     #[serde(default)]
     pub max_rules: Option<usize>,
+    /// Most distinct masks in the flow table.
+    #[serde(default)]
+    pub max_masks: Option<usize>,
+    /// Most bytes of rules (the flow table's per-rule estimate).
+    #[serde(default)]
+    pub max_rule_bytes: Option<usize>,
+    /// The control socket's group (a name or a number): its members may use the socket.
+    #[serde(default)]
+    pub socket_group: Option<String>,
+    /// Most control connections served at once.
+    #[serde(default)]
+    pub max_connections: Option<usize>,
+    /// Longest wait to write one reply to a control client, in milliseconds.
+    #[serde(default)]
+    pub write_timeout_ms: Option<u64>,
     /// Ports to open at start.
     #[serde(default)]
     pub ports: Vec<PortRequest>,
@@ -61,6 +81,19 @@ pub struct RunArgs {
     /// Print the embedded default configuration and exit.
     #[arg(long)]
     print_default_config: bool,
+    /// The control socket's group (name or number; default 0, root's): its members may use
+    /// the socket besides root. Overrides the configuration's `socket_group`.
+    #[arg(long, value_name = "NAME")]
+    socket_group: Option<String>,
+    /// Most flow rules (overrides `max_rules`).
+    #[arg(long, value_name = "N")]
+    max_rules: Option<usize>,
+    /// Most distinct masks in the flow table (overrides `max_masks`).
+    #[arg(long, value_name = "N")]
+    max_masks: Option<usize>,
+    /// Most bytes of rules, by the table's per-rule estimate (overrides `max_rule_bytes`).
+    #[arg(long, value_name = "BYTES")]
+    max_rule_bytes: Option<usize>,
 }
 
 /// Runs the daemon until SIGINT/SIGTERM or a `shutdown` request.
@@ -98,8 +131,31 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         }
         sc.busy_poll = Duration::from_micros(t);
     }
-    if let Some(m) = config.max_rules {
+    if let Some(m) = args.max_rules.or(config.max_rules) {
         sc.max_rules = m;
+    }
+    if let Some(m) = args.max_masks.or(config.max_masks) {
+        sc.max_masks = m;
+    }
+    if let Some(m) = args.max_rule_bytes.or(config.max_rule_bytes) {
+        sc.max_rule_bytes = m;
+    }
+    let mut server_cfg = ServerConfig::default();
+    if let Some(g) = args.socket_group.as_ref().or(config.socket_group.as_ref()) {
+        server_cfg.group =
+            sluice_ports::cred::group_id(g).with_context(|| format!("socket group {g:?}"))?;
+    }
+    if let Some(n) = config.max_connections {
+        if n == 0 {
+            bail!("{where_}: max_connections must be at least 1");
+        }
+        server_cfg.max_connections = n;
+    }
+    if let Some(ms) = config.write_timeout_ms {
+        if !(1..=600_000).contains(&ms) {
+            bail!("{where_}: write_timeout_ms must be 1 to 600000, not {ms}");
+        }
+        server_cfg.write_timeout = Duration::from_millis(ms);
     }
     // An explicit --socket wins over the configuration's.
     let socket = if socket_arg != Path::new(DEFAULT_SOCKET) {
@@ -112,7 +168,7 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
     let signal_stop = sluice_ports::signal::stop_on_signals()
         .context("cannot install the SIGINT/SIGTERM handlers")?;
     sluice_switch::register_counters();
-    let server = ControlServer::bind(&socket)?;
+    let server = ControlServer::bind_with(&socket, server_cfg)?;
     let switch = Arc::new(Switch::start(sc)?);
     for p in config.ports {
         let name = p.name.clone();
@@ -139,10 +195,17 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
         let stop = Arc::clone(&stop);
+        let switch = Arc::clone(&switch);
         std::thread::spawn(move || {
+            let mut last_revive = Instant::now();
             while !stop.load(Ordering::SeqCst) {
                 if signal_stop.load(Ordering::SeqCst) {
                     stop.store(true, Ordering::SeqCst);
+                }
+                // Ports whose device vanished: reattach them when it is back.
+                if last_revive.elapsed() >= Duration::from_secs(1) {
+                    last_revive = Instant::now();
+                    let _ = switch.revive_down_ports();
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -152,9 +215,11 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
     stop.store(true, Ordering::SeqCst);
     let _ = watcher.join();
     drop(server);
+    // A connection still finishing a request may hold the switch: stop it anyway (its call
+    // fails); shutdown never waits for a client.
     match Arc::try_unwrap(switch) {
         Ok(s) => s.stop()?,
-        Err(_) => bail!("control connections still hold the switch at shutdown"),
+        Err(s) => s.halt()?,
     }
     served.context("control socket failed")?;
     eprintln!("sluice: stopped");
@@ -192,8 +257,16 @@ pub enum PortCmd {
         #[arg(long)]
         netns: Option<String>,
     },
-    /// Close a port.
+    /// Close a port (refused while rules name it, unless --force).
     Del {
+        /// The port name.
+        name: String,
+        /// Delete the rules that name the port (in_port or output) with it.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Open a port that is down (its device vanished) again; a TAP is created again.
+    Up {
         /// The port name.
         name: String,
     },
@@ -244,9 +317,20 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
             );
             Ok(())
         }
-        PortCmd::Del { name } => {
-            request(socket, &Request::PortDel { name: name.clone() })?;
+        PortCmd::Del { name, force } => {
+            request(
+                socket,
+                &Request::PortDel {
+                    name: name.clone(),
+                    force,
+                },
+            )?;
             println!("port {name} removed");
+            Ok(())
+        }
+        PortCmd::Up { name } => {
+            request(socket, &Request::PortUp { name: name.clone() })?;
+            println!("port {name} up");
             Ok(())
         }
         PortCmd::List { json } => {
@@ -256,8 +340,8 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
                 return Ok(());
             }
             println!(
-                "{:>4}  {:<16} {:<9} {:>6} {:<4} features",
-                "port", "name", "kind", "mtu", "gro"
+                "{:>4}  {:<16} {:<9} {:<5} {:>6} {:<4} features",
+                "port", "name", "kind", "state", "mtu", "gro"
             );
             for p in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
                 let feats: Vec<&str> = p["features"]
@@ -265,10 +349,11 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
                     .map(|a| a.iter().filter_map(Value::as_str).collect())
                     .unwrap_or_default();
                 println!(
-                    "{:>4}  {:<16} {:<9} {:>6} {:<4} {}",
+                    "{:>4}  {:<16} {:<9} {:<5} {:>6} {:<4} {}",
                     p["number"].as_u64().unwrap_or(0),
                     p["name"].as_str().unwrap_or("?"),
                     p["kind"].as_str().unwrap_or("?"),
+                    p["state"].as_str().unwrap_or("?"),
                     p["mtu"].as_u64().unwrap_or(0),
                     if p["gro"].as_bool().unwrap_or(false) {
                         "on"
@@ -448,8 +533,16 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:>4} {:<16} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}",
-        "port", "name", "rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "rx_drops", "tx_drops"
+        "{:>4} {:<16} {:<5} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}",
+        "port",
+        "name",
+        "state",
+        "rx_packets",
+        "rx_bytes",
+        "tx_packets",
+        "tx_bytes",
+        "rx_drops",
+        "tx_drops"
     );
     for p in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
         let g = |k: &str| p[k].as_u64().unwrap_or(0);
@@ -461,9 +554,10 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
             + g("rx_kernel_drops");
         let tx_drops = g("tx_prepare_drops") + g("tx_errors");
         println!(
-            "{:>4} {:<16} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}",
+            "{:>4} {:<16} {:<5} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}",
             g("number"),
             p["name"].as_str().unwrap_or("?"),
+            p["state"].as_str().unwrap_or("?"),
             g("rx_packets"),
             g("rx_bytes"),
             g("tx_packets"),

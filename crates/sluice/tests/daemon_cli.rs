@@ -2,7 +2,8 @@
 //! control socket, ports, rules, features, counters, a clean stop on SIGTERM, and clear
 //! errors for a bad configuration or a daemon that is not there. Root (the daemon opens TAPs).
 
-use std::io::{BufRead, BufReader};
+mod daemon_common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -62,25 +63,8 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start the daemon");
-        // Wait for "listening on".
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) if line.contains("listening on") => break,
-                Ok(_) => {}
-                Err(_) => {
-                    let _ = child.kill();
-                    panic!("the daemon did not start listening");
-                }
-            }
+        if let Err(said) = daemon_common::wait_listening(&mut child) {
+            panic!("the daemon did not start listening: {said}");
         }
         let _ = std::fs::remove_file(&cfg);
         Daemon { child, sock }

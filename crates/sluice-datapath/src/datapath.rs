@@ -50,7 +50,7 @@ counter!(pub GRO_MERGED_PACKETS, "gro_merged_packets", "packets software GRO bui
 counter!(pub GRO_NOT_MERGEABLE, "gro_not_mergeable", "frames software GRO passed through (not mergeable)");
 
 /// Every datapath counter, for listings before they fire.
-pub static COUNTERS: [&Counter; 17] = [
+pub static COUNTERS: [&Counter; 19] = [
     &DP_POLLS,
     &DP_RX_PACKETS,
     &DP_TX_FRAMES,

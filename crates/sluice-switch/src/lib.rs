@@ -1,4 +1,4 @@
-//! The Sluice switch: the datapath thread with its TAP and `AF_PACKET` ports ([`switch`]) and the
+//! The Sluice switch: the datapath threads ([`workers`]) with their TAP and `AF_PACKET` ports ([`switch`]) and the
 //! newline-delimited JSON control socket the daemon and CLI speak ([`control`]). The traffic
 //! generator the demo and the end-to-end tests use is the `sluice-traffic` crate.
 
@@ -6,12 +6,14 @@
 
 pub mod control;
 pub mod switch;
+pub mod workers;
 
 pub use control::{Client, ControlServer, Request, ServerConfig};
 pub use switch::{
     FeatureState, FlowResult, PortInfo, PortKind, PortRequest, PortStatsInfo, Switch, SwitchConfig,
     SwitchError, MAX_ACTIONS, MAX_BATCH, MAX_PORT_NUMBER,
 };
+pub use workers::ThreadStats;
 
 /// Registers every counter the switch can move, so listings show them at zero.
 pub fn register_counters() {

@@ -51,7 +51,7 @@
 use crate::switch::{PortKind, PortRequest, PortStatsInfo, SwitchConfig, SwitchError};
 use sluice_datapath::buf::{BufPool, PacketBuf};
 use sluice_datapath::port::{Port, PortDrops, PortError};
-use sluice_datapath::{Datapath, DatapathError, PortOptions};
+use sluice_datapath::{Datapath, DatapathConfig, DatapathError, PortOptions};
 use sluice_flow::FlowTable;
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
@@ -97,7 +97,11 @@ impl Workers {
             reply_timeout: Duration::from_secs(30) + cfg.poll_timeout,
         };
         for i in 0..n {
-            let mut dp = Datapath::new(table.reader(), cfg.datapath);
+            let dcfg = DatapathConfig {
+                count_port_down: cfg.datapath.count_port_down && i == 0,
+                ..cfg.datapath
+            };
+            let mut dp = Datapath::new(table.reader(), dcfg);
             let (tx, rx) = mpsc::channel::<Job>();
             let stop = Arc::clone(&w.stop);
             let (timeout, spin) = (cfg.poll_timeout, cfg.busy_poll);

@@ -5,7 +5,7 @@
 //! The tests run one at a time (a lock): two 2-core TCP transfers at once would only measure
 //! each other.
 
-use sluice_ports::netns::{run_command, unique_suffix, Netns};
+use sluice_ports::netns::{run_command, unique_suffix, Netns, VethPair};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig, ThreadStats};
 use sluice_testkit::traffic::{tcp_transfer, TransferReport};
 use std::net::{IpAddr, Ipv4Addr};
@@ -24,6 +24,8 @@ struct Topo {
     sw: Switch,
     a: Netns,
     b: Netns,
+    ta: String,
+    tb: String,
 }
 
 impl Topo {
@@ -52,17 +54,21 @@ impl Topo {
             ns.link_up(tap).expect("up");
             ns.disable_ipv6().expect("no IPv6 chatter");
         }
-        let res = sw
-            .add_flows(
-                &[
-                    format!("prio 10 in_port {ta} action output:{tb}"),
-                    format!("prio 10 in_port {tb} action output:{ta}"),
-                ],
-                true,
-            )
-            .expect("flows");
+        Topo { sw, a, b, ta, tb }
+    }
+
+    /// Rules that forward between the two TAPs.
+    fn direct(self) -> Topo {
+        self.flows(&[
+            format!("prio 10 in_port {} action output:{}", self.ta, self.tb),
+            format!("prio 10 in_port {} action output:{}", self.tb, self.ta),
+        ]);
+        self
+    }
+
+    fn flows(&self, rules: &[String]) {
+        let res = self.sw.add_flows(rules, true).expect("flows");
         assert!(res.iter().all(|r| r.error.is_none()), "{res:?}");
-        Topo { sw, a, b }
     }
 
     /// `flows` TCP transfers at once from A to B (ports 5300…), each verified byte by byte.
@@ -140,11 +146,23 @@ fn moved(before: &[ThreadStats], after: &[ThreadStats]) -> Vec<u64> {
 #[test]
 fn two_threads_carry_four_flows_every_byte_and_in_order() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let t = Topo::new(2, None);
-    // A round counts when the sender retransmitted nothing: then every segment the receiver
-    // queued out of order was overtaken, not lost. Each counted round must have none; a run
-    // passes once a counted round had both threads carry traffic (the kernel spreads 4 flows
-    // over both queues 7 times in 8).
+    let t = Topo::new(2, None).direct();
+    in_order_on_both_threads(&t);
+    let st = t.sw.stats().expect("stats");
+    assert!(
+        st.iter().all(|p| p.rx_invalid == 0 && p.tx_errors == 0),
+        "{st:?}"
+    );
+    let total: u64 = t.thread_stats().iter().map(|s| s.rx_packets).sum();
+    let by_port: u64 = st.iter().map(|p| p.rx_packets).sum();
+    assert_eq!(total, by_port, "port counters are the threads' sums");
+}
+
+/// Rounds of 4 TCP flows from A to B, each verified. A round counts when the sender
+/// retransmitted nothing: then every segment the receiver queued out of order was overtaken,
+/// not lost. Each counted round must have none; passes once a counted round had both threads
+/// carry traffic (the kernel spreads 4 flows over both queues 7 times in 8).
+fn in_order_on_both_threads(t: &Topo) {
     let mut spread = false;
     let mut rounds = Vec::new();
     for _ in 0..6 {
@@ -174,14 +192,49 @@ fn two_threads_carry_four_flows_every_byte_and_in_order() {
          that overtake others cause retransmissions too); (out of order, retransmitted, rx \
          per thread) by round: {rounds:?}"
     );
+}
+
+#[test]
+fn two_threads_through_afpacket_fanout_with_software_gso_and_per_thread_gro() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let t = Topo::new(2, None);
+    let u = unique_suffix();
+    let (hx, hy) = (format!("hx{u}"), format!("hy{u}"));
+    let h = Netns::create("sl-thr-hop").expect("hop namespace");
+    h.disable_ipv6().expect("no IPv6 chatter");
+    let _veth = VethPair::create(&h, &hx, &h, &hy, 1500).expect("veth");
+    for (name, gro) in [(&hx, false), (&hy, true)] {
+        let mut r = PortRequest::new(name, PortKind::AfPacket);
+        r.netns = Some(h.name().to_string());
+        r.gro = gro;
+        t.sw.add_port(r).expect("AF_PACKET port");
+    }
+    // Applied on both threads' sockets: both segment in software for hx.
+    t.sw.set_features(&hx, &[("tso".into(), false)])
+        .expect("TSO off on the veth");
+    t.flows(&[
+        format!("prio 10 in_port {} action output:{hx}", t.ta),
+        format!("prio 10 in_port {hy} action output:{}", t.tb),
+        format!("prio 10 in_port {} action output:{hy}", t.tb),
+        format!("prio 10 in_port {hx} action output:{}", t.ta),
+    ]);
+    in_order_on_both_threads(&t);
     let st = t.sw.stats().expect("stats");
+    let port = |n: &str| st.iter().find(|p| p.name == n).expect("port stats").clone();
+    assert!(port(&hy).gro_merged_packets > 0, "GRO merged on hy: {st:?}");
     assert!(
-        st.iter().all(|p| p.rx_invalid == 0 && p.tx_errors == 0),
+        port(&hx).tx_errors == 0 && port(&hy).rx_invalid == 0,
         "{st:?}"
     );
-    let total: u64 = t.thread_stats().iter().map(|s| s.rx_packets).sum();
-    let by_port: u64 = st.iter().map(|p| p.rx_packets).sum();
-    assert_eq!(total, by_port, "port counters are the threads' sums");
+    assert!(
+        t.sw.features(&hx)
+            .expect("features")
+            .iter()
+            .any(|f| f.name == "tx-tcp-segmentation" && !f.on),
+        "TSO off"
+    );
+    // The switch (its sockets on the veth) goes before the veth and its namespace.
+    drop(t);
 }
 
 #[test]
@@ -203,7 +256,7 @@ fn single_queue_tap_is_read_by_one_thread_and_written_by_all() {
     }
     // Dropped after the topology: the TAP is back here if its namespace went first.
     let _del = Del(tap.clone());
-    let t = Topo::new(2, Some(&tap));
+    let t = Topo::new(2, Some(&tap)).direct();
     let before = t.thread_stats();
     // Several flows started from B: some land on B's queue of thread 1, whose output to the
     // single-queue TAP goes through its send-only handle.

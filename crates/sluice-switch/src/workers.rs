@@ -514,3 +514,103 @@ fn spin_until_work(dp: &mut Datapath, busy_poll: Duration) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_datapath::port::{MemPort, MemPortHandle};
+    use sluice_flow::TableConfig;
+    use std::time::Instant;
+
+    fn workers(threads: usize) -> (FlowTable, Workers) {
+        let table = FlowTable::new(TableConfig::default());
+        let cfg = SwitchConfig {
+            threads,
+            ..SwitchConfig::default()
+        };
+        let w = Workers::start(&table, &cfg).expect("threads");
+        (table, w)
+    }
+
+    /// One in-memory queue per thread, and their handles.
+    fn queues(name: &str, n: usize) -> (Vec<Box<dyn Port>>, Vec<MemPortHandle>) {
+        (0..n)
+            .map(|_| {
+                let (p, h) = MemPort::new(name, Device::new(Features::NONE));
+                (Box::new(p) as Box<dyn Port>, h)
+            })
+            .unzip()
+    }
+
+    fn has_port(w: &Workers, number: u32) -> Vec<bool> {
+        w.call_all(move |_, dp| dp.port(number).is_some())
+            .expect("threads answer")
+    }
+
+    #[test]
+    fn a_port_one_thread_refuses_is_removed_from_the_others() {
+        let (_table, w) = workers(3);
+        assert_eq!(w.threads(), 3);
+        // Thread 1 already has a port 5.
+        let (mut q, _h) = queues("x", 1);
+        let taken = q.pop().expect("a queue");
+        let job: ThreadJob<_> = Box::new(move |dp: &mut Datapath| {
+            dp.add_port(5, taken, PortOptions::default()).is_ok()
+        });
+        assert_eq!(w.run(vec![(1, job)]).expect("run"), vec![true]);
+        let (q, _h) = queues("y", 3);
+        let e = w
+            .add_port(5, q, PortOptions::default())
+            .expect("threads answer")
+            .expect_err("thread 1 refuses");
+        assert!(e.contains('5'), "{e}");
+        assert_eq!(has_port(&w, 5), vec![false, true, false]);
+        let (q, _h) = queues("z", 3);
+        w.add_port(6, q, PortOptions::default())
+            .expect("threads answer")
+            .expect("port 6 on every thread");
+        assert_eq!(has_port(&w, 6), vec![true; 3]);
+        w.remove_port(6).expect("removed");
+        assert_eq!(has_port(&w, 6), vec![false; 3]);
+        w.halt().expect("stopped");
+        assert_eq!(w.call_all(|_, _| ()), Err(SwitchError::Stopped));
+    }
+
+    #[test]
+    fn counters_are_summed_over_threads_and_kept_per_thread() {
+        let (_table, w) = workers(2);
+        let (q, handles) = queues("a", 2);
+        w.add_port(1, q, PortOptions::default())
+            .expect("threads answer")
+            .expect("added");
+        // An ARP frame: no rule matches it, it is counted and dropped.
+        let mut frame = vec![0xffu8; 6];
+        frame.extend([2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+        frame.resize(60, 0);
+        for (h, n) in handles.iter().zip([3, 5]) {
+            for _ in 0..n {
+                h.inject_frame(&frame);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while handles.iter().any(|h| h.pending() > 0) {
+            assert!(Instant::now() < deadline, "frames never received");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let per_thread: Vec<u64> = w
+            .thread_stats()
+            .expect("thread stats")
+            .iter()
+            .map(|t| t.rx_packets)
+            .collect();
+        assert_eq!(per_thread, vec![3, 5]);
+        let st = w.stats(vec![(1, "a".into())]).expect("stats");
+        assert_eq!(st.len(), 1);
+        let a = st.first().expect("port a");
+        assert_eq!((a.rx_packets, a.rx_no_match), (8, 8), "{a:?}");
+        assert_eq!(a.rx_bytes, 8 * 60);
+        assert_eq!(w.is_down(1), Ok(Some(false)));
+        assert_eq!(w.is_down(2), Ok(None));
+        assert_eq!(w.down_ports(), Ok(vec![]));
+    }
+}

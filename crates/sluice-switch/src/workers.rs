@@ -14,12 +14,12 @@
 //! interface as `N` sockets of one `PACKET_FANOUT` hash group
 //! ([`AfPacketPort::open_queues`]). A rule's `output:N` on thread `i` sends through thread `i`'s
 //! own queue of port `N`. A TAP that cannot have more queues (a persistent one made without
-//! `multi_queue`, e.g. `ip tuntap add … mode tap`) is read by thread 0 only; the other threads
-//! get a send-only handle on the same queue ([`TapPort::try_clone`]), so they can still output to
-//! it.
+//! `multi_queue`, e.g. `ip tuntap add … mode tap`) is read by thread 0, which spreads its frames
+//! over the threads by software RSS ([`crate::spread`]); every thread sends to it through its own
+//! handle on the queue ([`TapPort::try_clone`]).
 //!
 //! Control work stays off the packet path: jobs (closures) go to each thread over its channel and
-//! run between two of its polls, as with one thread. [`Workers::run`] is the one place that sends
+//! run between two of its polls, as with one thread. `Workers::run` is the one place that sends
 //! jobs out and gathers the replies; the port operations below build on it and combine the
 //! replies (counters summed per port, a port down if any thread sees it down, the first error
 //! reported; a port that could not be added on every thread is removed again from the threads
@@ -38,26 +38,26 @@
 //!   multi-queue TAP then answers the flow on that queue, so the replies come back to the same
 //!   thread (and its writes keep the TAP's choice stable); the thread that writes a flow into a
 //!   port is the only one writing that flow there.
-//! - Frames of a single-queue port are all read by thread 0.
+//! - Frames of a single-queue port are all read by thread 0, in order, which passes each to the
+//!   thread of its flow ([`sluice_datapath::rss::Rss`]: one hash over the innermost flow, past
+//!   VLAN tags and tunnels) through a FIFO channel per thread ([`crate::spread`]).
 //!
-//! Software RSS ([`sluice_datapath::rss::Rss`]: one hash over the innermost flow) is what a port
-//! whose kernel side cannot spread needs to use more than one thread: thread 0 would hash each
-//! frame and hand it to the thread of its flow through a bounded single-producer queue. TAP and
-//! `AF_PACKET` spread in the kernel, so no port of the switch needs it today; a single-queue TAP
-//! is served by thread 0 alone (correct, and in order, but on one core).
+//! The kernel can move a flow to another queue of a multi-queue TAP when the TAP's flow table
+//! changes its mind: when it first learns the flow (from the first frame written back, so during
+//! the handshake of a TCP connection) or after it forgot an idle flow (a few seconds without a
+//! frame). Frames of the flow still in the old thread's batch could then be overtaken; nothing
+//! of the flow is in flight at those moments in practice, and the tests count out-of-order
+//! segments at the receiver to show it.
 //!
 //! [`FlowTable`]: sluice_flow::FlowTable
 
+use crate::spread::spread;
 use crate::switch::{PortKind, PortRequest, PortStatsInfo, SwitchConfig, SwitchError};
-use sluice_datapath::buf::{BufPool, PacketBuf};
-use sluice_datapath::port::{Port, PortDrops, PortError};
+use sluice_datapath::port::{Port, PortError};
 use sluice_datapath::{Datapath, DatapathConfig, DatapathError, PortOptions};
 use sluice_flow::FlowTable;
-use sluice_offload::features::{Device, Feature, Features};
-use sluice_offload::tx::DeviceWork;
 use sluice_ports::port_afpacket::{AfPacketPort, AfPacketPortConfig};
 use sluice_ports::port_tap::{TapPort, TapPortConfig};
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -391,7 +391,7 @@ pub(crate) fn open_queues(
 }
 
 /// A TAP as `threads` queues; a TAP that takes one queue only (made without `multi_queue`):
-/// that queue for thread 0 and send-only handles on it for the others.
+/// spread by thread 0 over every thread ([`crate::spread`]).
 fn open_tap(req: &PortRequest, threads: usize) -> Result<Vec<Box<dyn Port>>, SwitchError> {
     let cfg = TapPortConfig {
         offloads: req.offloads,
@@ -408,65 +408,13 @@ fn open_tap(req: &PortRequest, threads: usize) -> Result<Vec<Box<dyn Port>>, Swi
             let Ok(one) = TapPort::open(&req.name, &cfg) else {
                 return Err(err(multi));
             };
-            let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(threads);
+            let mut senders: Vec<Box<dyn Port>> = Vec::with_capacity(threads - 1);
             for _ in 1..threads {
-                out.push(Box::new(SendOnly(Box::new(one.try_clone().map_err(err)?))));
+                senders.push(Box::new(one.try_clone().map_err(err)?));
             }
-            out.insert(0, Box::new(one));
-            Ok(out)
+            spread(Box::new(one), senders).map_err(err)
         }
         Err(e) => Err(err(e)),
-    }
-}
-
-/// A port that only sends: a thread's handle on a single-queue port another thread reads.
-/// Never polled (no descriptor, nothing received).
-struct SendOnly(Box<dyn Port>);
-
-impl Port for SendOnly {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-
-    fn kind(&self) -> &'static str {
-        self.0.kind()
-    }
-
-    fn device(&self) -> Device {
-        self.0.device()
-    }
-
-    fn changeable(&self) -> Features {
-        self.0.changeable()
-    }
-
-    fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
-        self.0.set_feature(feature, on)
-    }
-
-    fn recv(
-        &mut self,
-        _pool: &mut BufPool,
-        _out: &mut Vec<PacketBuf>,
-        _max: usize,
-    ) -> Result<usize, PortError> {
-        Ok(0)
-    }
-
-    fn send(&mut self, frame: &[u8], work: &DeviceWork) -> Result<(), PortError> {
-        self.0.send(frame, work)
-    }
-
-    fn flush(&mut self) -> Result<(), PortError> {
-        self.0.flush()
-    }
-
-    fn fd(&self) -> Option<RawFd> {
-        None
-    }
-
-    fn drops(&self) -> PortDrops {
-        self.0.drops()
     }
 }
 
@@ -520,6 +468,7 @@ mod tests {
     use super::*;
     use sluice_datapath::port::{MemPort, MemPortHandle};
     use sluice_flow::TableConfig;
+    use sluice_offload::features::{Device, Features};
     use std::time::Instant;
 
     fn workers(threads: usize) -> (FlowTable, Workers) {

@@ -26,6 +26,9 @@ bench/e2e/run.sh [options]            (as root)
   --systems LIST  comma separated from sluice,ovs,bridge,vxlan
                   (default: sluice,ovs,bridge with --hop none, else sluice,vxlan)
   --sluice PATH   the sluice binary (default: $SLUICE, else `cargo build --release -p sluice`)
+  --sluice-threads N
+                  datapath threads of `sluice run` (default: $SLUICE_THREADS, else the
+                  daemon's default, one per CPU)
   --no-install    do not apt-get install missing tools (iperf3, openvswitch-switch, ethtool)
 EOF
 }
@@ -36,6 +39,7 @@ STREAMS="1 4"
 HOP=none
 SYSTEMS=""
 SLUICE_BIN=${SLUICE:-}
+SLUICE_THREADS=${SLUICE_THREADS:-}
 INSTALL=1
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -45,6 +49,7 @@ while [ $# -gt 0 ]; do
         --hop) HOP=$2; shift 2 ;;
         --systems) SYSTEMS=$2; shift 2 ;;
         --sluice) SLUICE_BIN=$2; shift 2 ;;
+        --sluice-threads) SLUICE_THREADS=$2; shift 2 ;;
         --no-install) INSTALL=0; shift ;;
         -h | --help) usage; exit 0 ;;
         *) echo "unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -194,7 +199,9 @@ setup_sluice() {
   "flows": [$(sluice_rules)]
 }
 EOF
-    "$SLUICE_BIN" run --config "$WORK/sluice.json" >"$WORK/sluice.log" 2>&1 &
+    local threads=()
+    if [ -n "$SLUICE_THREADS" ]; then threads=(--threads "$SLUICE_THREADS"); fi
+    "$SLUICE_BIN" run --config "$WORK/sluice.json" "${threads[@]}" >"$WORK/sluice.log" 2>&1 &
     SLUICE_PID=$!
     wait_for "$SLUICE_BIN" --socket "$WORK/sluice.sock" port list \
         || { cat "$WORK/sluice.log" >&2; die "sluice run did not come up"; }
@@ -316,7 +323,7 @@ EOF
 # --- main ------------------------------------------------------------------------------------------
 for s in "${SYS[@]}"; do "setup_$s"; done
 echo "# bench/e2e: hop $HOP, $SECONDS_PER_RUN s per run, $ROUNDS rounds, streams $STREAMS, systems $SYSTEMS"
-echo "# $(uname -r), $(nproc) CPUs; sluice: $("$SLUICE_BIN" --version 2>/dev/null || echo -)"
+echo "# $(uname -r), $(nproc) CPUs; sluice: $("$SLUICE_BIN" --version 2>/dev/null || echo -), threads ${SLUICE_THREADS:-default (one per CPU)}"
 for round in $(seq "$ROUNDS"); do
     for p in $STREAMS; do
         for s in "${SYS[@]}"; do run_one "$s" "$p" "$round"; done

@@ -91,6 +91,10 @@ pub struct DatapathConfig {
     pub buf_room: usize,
     /// Entries in the exact-match cache in front of the classifier (0: none).
     pub cache_entries: usize,
+    /// Count a port taken down in the process-wide `dp_port_down` (default). A switch with one
+    /// datapath per thread, each with its own queue of every port, turns it off on all but the
+    /// first, so that the counter counts ports, not queues.
+    pub count_port_down: bool,
 }
 
 impl Default for DatapathConfig {
@@ -101,6 +105,7 @@ impl Default for DatapathConfig {
             gro: GroConfig::default(),
             buf_room: DEFAULT_ROOM,
             cache_entries: 4096,
+            count_port_down: true,
         }
     }
 }
@@ -459,7 +464,9 @@ impl Datapath {
                 if device_gone(&e) {
                     // Polling it again would fail at once, forever: a busy loop.
                     slot.down = true;
-                    DP_PORT_DOWN.inc();
+                    if self.cfg.count_port_down {
+                        DP_PORT_DOWN.inc();
+                    }
                 }
                 0
             }

@@ -158,6 +158,25 @@ impl TapPort {
         Ok(ports)
     }
 
+    /// A second port on the same queue ([`Tap::try_clone`]), with the same device view and its
+    /// own drop counters (zero). For sending from another thread to a TAP that has one queue
+    /// only; the clone should not be polled (a flow's frames would be split between readers).
+    pub fn try_clone(&self) -> Result<TapPort, PortError> {
+        let tap = self.tap.try_clone().map_err(|e| {
+            PortError::io(
+                format!("tap {}: dup of the queue descriptor", self.ifname()),
+                e,
+            )
+        })?;
+        Ok(TapPort {
+            tap,
+            supported: self.supported,
+            device: self.device,
+            parse: self.parse,
+            drops: PortDrops::default(),
+        })
+    }
+
     /// The interface name (as the kernel completed it).
     pub fn ifname(&self) -> &str {
         self.tap.name()

@@ -176,6 +176,20 @@ impl Tap {
         &self.name
     }
 
+    /// A second handle on the same queue (`dup(2)`: the same open file, so the same queue,
+    /// offloads and `O_NONBLOCK`). For a TAP that cannot have more queues (a persistent one made
+    /// without `multi_queue`): several threads can write it through their own handles, one
+    /// write per frame. Only one of them should read it, or a flow's frames would be split.
+    pub fn try_clone(&self) -> io::Result<Tap> {
+        Ok(Tap {
+            fd: self.fd.try_clone()?,
+            name: self.name.clone(),
+            ifindex: self.ifindex,
+            vnet_hdr_len: self.vnet_hdr_len,
+            offloads: self.offloads,
+        })
+    }
+
     /// The interface index, in the namespace the TAP was opened in.
     pub fn ifindex(&self) -> u32 {
         self.ifindex

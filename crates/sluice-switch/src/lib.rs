@@ -1,21 +1,25 @@
-//! The Sluice switch: the datapath thread with its TAP and `AF_PACKET` ports ([`switch`]) and the
+//! The Sluice switch: the datapath threads ([`workers`]) with their TAP and `AF_PACKET` ports ([`switch`]) and the
 //! newline-delimited JSON control socket the daemon and CLI speak ([`control`]). The traffic
 //! generator the demo and the end-to-end tests use is the `sluice-traffic` crate.
 
 #![deny(unsafe_code)]
 
 pub mod control;
+pub mod spread;
 pub mod switch;
+pub mod workers;
 
 pub use control::{Client, ControlServer, Request, ServerConfig};
 pub use switch::{
     FeatureState, FlowResult, PortInfo, PortKind, PortRequest, PortStatsInfo, Switch, SwitchConfig,
     SwitchError, MAX_ACTIONS, MAX_BATCH, MAX_PORT_NUMBER,
 };
+pub use workers::ThreadStats;
 
 /// Registers every counter the switch can move, so listings show them at zero.
 pub fn register_counters() {
     sluice_datapath::datapath::register_counters();
     sluice_coverage::register(&control::COUNTERS);
     sluice_coverage::register(&switch::COUNTERS);
+    sluice_coverage::register(&spread::COUNTERS);
 }

@@ -1,5 +1,9 @@
-//! The in-process switch: one datapath thread, and a control side that adds ports, rules and
-//! feature changes while it forwards.
+//! The in-process switch: datapath threads, and a control side that adds ports, rules and
+//! feature changes while they forward.
+//!
+//! With [`SwitchConfig::threads`] above one, each thread has its own [`Datapath`] and its own
+//! queue of every port ([`crate::workers`] has the design and why a flow's packets stay in
+//! order); what follows holds for each thread.
 //!
 //! The datapath thread owns the [`Datapath`] (and so every port). It polls the ports; when a
 //! poll finds nothing it waits for any port's descriptor to become readable, at most
@@ -12,22 +16,18 @@
 //! Ports are opened on the calling thread (in a named network namespace if asked), then handed
 //! to the datapath thread.
 
+use crate::workers::{open_queues, ThreadJob, ThreadStats, Workers};
 use serde::{Deserialize, Serialize};
 use sluice_coverage::counter;
-use sluice_datapath::{Datapath, DatapathConfig, Port, PortOptions, PortStats};
+use sluice_datapath::{Datapath, DatapathConfig, PortOptions, PortStats};
 use sluice_flow::{
     parse_rule, Action, BatchMode, Field, FlowTable, Handle, Mask, PortNames, Rule, RuleError,
     RuleRef, RuleText, TableConfig,
 };
 use sluice_offload::features::Feature;
-use sluice_ports::port_afpacket::{AfPacketPort, AfPacketPortConfig};
-use sluice_ports::port_tap::{TapPort, TapPortConfig};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 counter!(pub SW_BAD_PORT_NUMBER, "sw_bad_port_number", "port_add refused: number 0 or above the OpenFlow range (MAX_PORT_NUMBER)");
@@ -118,6 +118,9 @@ pub struct SwitchConfig {
     /// a sleeping thread on every frame of a back-to-back stream (`docs/demo.md` has the
     /// measurements); an idle switch still sleeps, after at most this long.
     pub busy_poll: Duration,
+    /// Datapath threads, each with its own queue of every port (0 is taken as 1). The default
+    /// is 1; the daemon's default is one per CPU.
+    pub threads: usize,
 }
 
 impl Default for SwitchConfig {
@@ -129,6 +132,7 @@ impl Default for SwitchConfig {
             max_rule_bytes: 1 << 30,
             poll_timeout: Duration::from_millis(2),
             busy_poll: Duration::from_micros(20),
+            threads: 1,
         }
     }
 }
@@ -281,7 +285,7 @@ pub struct PortStatsInfo {
 }
 
 impl PortStatsInfo {
-    fn new(number: u32, name: String, down: bool, s: &PortStats) -> PortStatsInfo {
+    pub(crate) fn new(number: u32, name: String, down: bool, s: &PortStats) -> PortStatsInfo {
         PortStatsInfo {
             number,
             name,
@@ -304,8 +308,6 @@ impl PortStatsInfo {
         }
     }
 }
-
-type Job = Box<dyn FnOnce(&mut Datapath) + Send>;
 
 fn state_name(down: bool) -> &'static str {
     if down {
@@ -448,13 +450,10 @@ fn names_port(rule: &Rule, number: u32) -> bool {
     in_port || rule.actions.as_slice().contains(&Action::Output(number))
 }
 
-/// The switch. See the [module documentation](self). Dropping it stops the datapath thread.
+/// The switch. See the [module documentation](self). Dropping it stops the datapath threads.
 pub struct Switch {
-    jobs: mpsc::Sender<Job>,
-    stop: Arc<AtomicBool>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    workers: Workers,
     control: Mutex<Control>,
-    poll_timeout: Duration,
 }
 
 impl fmt::Debug for Switch {
@@ -527,19 +526,9 @@ impl Switch {
             max_bytes: cfg.max_rule_bytes,
             ..TableConfig::default()
         });
-        let mut dp = Datapath::new(table.reader(), cfg.datapath);
-        let (tx, rx) = mpsc::channel::<Job>();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = Arc::clone(&stop);
-        let (timeout, spin) = (cfg.poll_timeout, cfg.busy_poll);
-        let thread = std::thread::Builder::new()
-            .name("sluice-datapath".into())
-            .spawn(move || datapath_loop(&mut dp, &rx, &stop2, timeout, spin))
-            .map_err(|e| SwitchError::Port(format!("cannot start the datapath thread: {e}")))?;
+        let workers = Workers::start(&table, &cfg)?;
         Ok(Switch {
-            jobs: tx,
-            stop,
-            thread: Mutex::new(Some(thread)),
+            workers,
             control: Mutex::new(Control {
                 table,
                 names: PortNames::new(),
@@ -551,7 +540,6 @@ impl Switch {
                 int_of: HashMap::new(),
                 masks: HashMap::new(),
             }),
-            poll_timeout: cfg.poll_timeout,
         })
     }
 
@@ -560,19 +548,29 @@ impl Switch {
         self.control.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs `f` on the datapath thread between two polls and returns its result.
+    /// Runs `f` on the first datapath thread between two polls and returns its result (with
+    /// one thread: on the datapath). Every thread has every port, with the same options and
+    /// features.
     pub fn call<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Datapath) -> R + Send + 'static,
     ) -> Result<R, SwitchError> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.jobs
-            .send(Box::new(move |dp: &mut Datapath| {
-                let _ = tx.send(f(dp));
-            }))
-            .map_err(|_| SwitchError::Stopped)?;
-        rx.recv_timeout(Duration::from_secs(30) + self.poll_timeout)
-            .map_err(|_| SwitchError::Stopped)
+        let job: ThreadJob<R> = Box::new(f);
+        self.workers
+            .run(vec![(0, job)])?
+            .pop()
+            .ok_or(SwitchError::Stopped)
+    }
+
+    /// The number of datapath threads.
+    pub fn threads(&self) -> usize {
+        self.workers.threads()
+    }
+
+    /// What each datapath thread has carried (packets received and sent over all its queues),
+    /// by thread.
+    pub fn thread_stats(&self) -> Result<Vec<ThreadStats>, SwitchError> {
+        self.workers.thread_stats()
     }
 
     /// Opens a port as `req` asks and starts forwarding its frames.
@@ -611,9 +609,10 @@ impl Switch {
                     ))
                 })?,
         };
-        let port = open_port(&req)?;
+        let queues = open_queues(&req, self.workers.threads())?;
         let opts = PortOptions { gro: req.gro };
-        self.call(move |dp| dp.add_port(number, port, opts))?
+        self.workers
+            .add_port(number, queues, opts)?
             .map_err(|e| SwitchError::Invalid(format!("port {:?}: {e}", req.name)))?;
         let name = req.name.clone();
         ctl.add_port_entry(&name, number, req);
@@ -670,8 +669,7 @@ impl Switch {
                 ctl.record_delete(*h, mask);
             }
         }
-        let port = self.call(move |dp| dp.remove_port(number))?;
-        drop(port);
+        self.workers.remove_port(number)?;
         ctl.remove_port_entry(name);
         Ok(())
     }
@@ -688,7 +686,7 @@ impl Switch {
                 .ok_or_else(|| SwitchError::NotFound(format!("no port named {name:?}")))?;
             (e.number, e.req.clone())
         };
-        if self.call(move |dp| dp.is_down(number))? != Some(true) {
+        if self.workers.is_down(number)? != Some(true) {
             return Err(SwitchError::Invalid(format!(
                 "port {name:?} is up (port_up only brings back a port that is down)"
             )));
@@ -699,11 +697,11 @@ impl Switch {
 
     /// Opens `req` again and puts it in place of port `number`.
     fn revive(&self, name: &str, number: u32, req: &PortRequest) -> Result<(), SwitchError> {
-        let port = open_port(req).inspect_err(|_| SW_PORT_REVIVE_FAILED.inc())?;
-        let old = self
-            .call(move |dp| dp.replace_port(number, port))?
+        let queues = open_queues(req, self.workers.threads())
+            .inspect_err(|_| SW_PORT_REVIVE_FAILED.inc())?;
+        self.workers
+            .replace_port(number, queues)?
             .map_err(|e| SwitchError::Invalid(format!("port {name:?}: {e}")))?;
-        drop(old);
         SW_PORT_REVIVED.inc();
         if let Some(e) = self.control().ports.get_mut(name) {
             e.revive = None;
@@ -717,7 +715,7 @@ impl Switch {
     /// doubling wait up to [`REVIVE_MAX_DELAY`]. A deleted TAP is not created again here (the
     /// operator deleted it); `port_up` does that. Returns the number of ports brought back.
     pub fn revive_down_ports(&self) -> Result<usize, SwitchError> {
-        let down = self.call(|dp| dp.down_ports())?;
+        let down = self.workers.down_ports()?;
         let now = Instant::now();
         let mut due = Vec::new();
         {
@@ -998,32 +996,36 @@ impl Switch {
             }
         }
         let port = port.to_string();
-        self.call(move |dp| -> Result<(), SwitchError> {
-            for (f, on, alias) in list {
-                if Some(f) == gro {
-                    dp.set_gro(number, on)
-                        .map_err(|e| SwitchError::Port(format!("{port}: {e}")))?;
-                    continue;
+        // On every thread's queue of the port; the first failure is reported.
+        let out = self
+            .workers
+            .call_all(move |_, dp| -> Result<(), SwitchError> {
+                for &(f, on, alias) in &list {
+                    if Some(f) == gro {
+                        dp.set_gro(number, on)
+                            .map_err(|e| SwitchError::Port(format!("{port}: {e}")))?;
+                        continue;
+                    }
+                    let device = dp
+                        .device(number)
+                        .ok_or_else(|| SwitchError::NotFound(format!("port {port:?} vanished")))?;
+                    if device.features.has(f) == on {
+                        continue;
+                    }
+                    if alias && !dp.changeable(number).is_some_and(|c| c.has(f)) {
+                        continue;
+                    }
+                    dp.set_feature(number, f, on).map_err(|e| {
+                        SwitchError::Port(format!(
+                            "{port}: {} {}: {e}",
+                            f.name(),
+                            if on { "on" } else { "off" }
+                        ))
+                    })?;
                 }
-                let device = dp
-                    .device(number)
-                    .ok_or_else(|| SwitchError::NotFound(format!("port {port:?} vanished")))?;
-                if device.features.has(f) == on {
-                    continue;
-                }
-                if alias && !dp.changeable(number).is_some_and(|c| c.has(f)) {
-                    continue;
-                }
-                dp.set_feature(number, f, on).map_err(|e| {
-                    SwitchError::Port(format!(
-                        "{port}: {} {}: {e}",
-                        f.name(),
-                        if on { "on" } else { "off" }
-                    ))
-                })?;
-            }
-            Ok(())
-        })?
+                Ok(())
+            })?;
+        out.into_iter().collect()
     }
 
     /// Every port's counters, by number.
@@ -1034,18 +1036,7 @@ impl Switch {
             .iter()
             .map(|(n, e)| (e.number, n.clone()))
             .collect();
-        self.call(move |dp| {
-            let mut out: Vec<PortStatsInfo> = names
-                .into_iter()
-                .filter_map(|(num, name)| {
-                    let down = dp.is_down(num)?;
-                    dp.stats(num)
-                        .map(|s| PortStatsInfo::new(num, name, down, &s))
-                })
-                .collect();
-            out.sort_by_key(|p| p.number);
-            out
-        })
+        self.workers.stats(names)
     }
 
     /// Number of rules and distinct masks in the flow table.
@@ -1054,21 +1045,16 @@ impl Switch {
         (ctl.table.len(), ctl.table.masks())
     }
 
-    /// Stops the datapath thread and closes every port.
+    /// Stops the datapath threads and closes every port.
     pub fn stop(self) -> Result<(), SwitchError> {
         self.halt()
     }
 
-    /// Stops the datapath thread and closes every port, while others may still hold the
+    /// Stops the datapath threads and closes every port, while others may still hold the
     /// switch (a control connection finishing its request): their later calls fail with
     /// [`SwitchError::Stopped`].
     pub fn halt(&self) -> Result<(), SwitchError> {
-        self.stop.store(true, Ordering::SeqCst);
-        let t = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match t {
-            Some(t) => t.join().map_err(|_| SwitchError::Stopped),
-            None => Ok(()),
-        }
+        self.workers.halt()
     }
 }
 
@@ -1138,83 +1124,6 @@ fn device_exists(req: &PortRequest) -> bool {
         None => look(),
         Some(ns) => sluice_ports::netns::enter_named(ns, look).unwrap_or(false),
     }
-}
-
-fn open_port(req: &PortRequest) -> Result<Box<dyn Port>, SwitchError> {
-    let open = || -> Result<Box<dyn Port>, SwitchError> {
-        match req.kind {
-            PortKind::Tap => {
-                let cfg = TapPortConfig {
-                    offloads: req.offloads,
-                    ..TapPortConfig::default()
-                };
-                TapPort::open(&req.name, &cfg)
-                    .map(|p| Box::new(p) as Box<dyn Port>)
-                    .map_err(|e| SwitchError::Port(format!("tap port {:?}: {e}", req.name)))
-            }
-            PortKind::AfPacket => {
-                let cfg = AfPacketPortConfig::default();
-                let mut p = AfPacketPort::open(&req.name, &cfg)
-                    .map_err(|e| SwitchError::Port(format!("afpacket port {:?}: {e}", req.name)))?;
-                if !req.offloads {
-                    for f in p.device().features.iter() {
-                        let _ = p.set_feature(f, false);
-                    }
-                }
-                Ok(Box::new(p) as Box<dyn Port>)
-            }
-        }
-    };
-    match &req.netns {
-        None => open(),
-        Some(ns) => sluice_ports::netns::enter_named(ns, open)
-            .map_err(|e| SwitchError::Port(format!("network namespace {ns:?}: {e}")))?,
-    }
-}
-
-fn datapath_loop(
-    dp: &mut Datapath,
-    jobs: &mpsc::Receiver<Job>,
-    stop: &AtomicBool,
-    timeout: Duration,
-    busy_poll: Duration,
-) {
-    let mut fds = Vec::new();
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return;
-        }
-        loop {
-            match jobs.try_recv() {
-                Ok(job) => job(dp),
-                Err(mpsc::TryRecvError::Empty) => break,
-                Err(mpsc::TryRecvError::Disconnected) => return,
-            }
-        }
-        if dp.poll_once() == 0 && !spin_until_work(dp, busy_poll) {
-            dp.fds(&mut fds);
-            if fds.is_empty() {
-                std::thread::sleep(timeout);
-            } else {
-                let _ = sluice_ports::poll::wait_readable(&fds, timeout);
-            }
-        }
-    }
-}
-
-/// Polls `dp` again until a pass finds work (true) or `busy_poll` has passed (false).
-fn spin_until_work(dp: &mut Datapath, busy_poll: Duration) -> bool {
-    if busy_poll.is_zero() {
-        return false;
-    }
-    let start = std::time::Instant::now();
-    while start.elapsed() < busy_poll {
-        if dp.poll_once() > 0 {
-            return true;
-        }
-        std::hint::spin_loop();
-    }
-    false
 }
 
 #[cfg(test)]

@@ -29,6 +29,9 @@ pub const DEFAULT_CONFIG: &str = r#"{
   "flows": []
 }"#;
 
+/// Most datapath threads: a TAP has at most 256 queues (the kernel's `MAX_TAP_QUEUES`).
+pub const MAX_THREADS: usize = 256;
+
 /// The daemon's configuration file (JSON). Every field is optional.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +49,10 @@ pub struct Config {
     /// microseconds (0: never spin).
     #[serde(default)]
     pub busy_poll_us: Option<u64>,
+    /// Datapath threads, each with its own queue of every port (1 to [`MAX_THREADS`]); one
+    /// per CPU when absent.
+    #[serde(default)]
+    pub threads: Option<usize>,
     /// Most flow rules.
     #[serde(default)]
     pub max_rules: Option<usize>,
@@ -85,6 +92,10 @@ pub struct RunArgs {
     /// the socket besides root. Overrides the configuration's `socket_group`.
     #[arg(long, value_name = "NAME")]
     socket_group: Option<String>,
+    /// Datapath threads, each with its own queue of every port (overrides `threads`; default:
+    /// one per CPU). 1 runs a single datapath thread.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
     /// Most flow rules (overrides `max_rules`).
     #[arg(long, value_name = "N")]
     max_rules: Option<usize>,
@@ -131,6 +142,11 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         }
         sc.busy_poll = Duration::from_micros(t);
     }
+    sc.threads = match args.threads.or(config.threads) {
+        Some(n) if (1..=MAX_THREADS).contains(&n) => n,
+        Some(n) => bail!("threads must be 1 to {MAX_THREADS}, not {n}"),
+        None => std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS)),
+    };
     if let Some(m) = args.max_rules.or(config.max_rules) {
         sc.max_rules = m;
     }
@@ -191,7 +207,12 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
             bail!("{where_}: rules rejected:\n{}", errors.join("\n"));
         }
     }
-    eprintln!("sluice: listening on {}", server.path().display());
+    eprintln!(
+        "sluice: listening on {} ({} datapath thread{})",
+        server.path().display(),
+        switch.threads(),
+        if switch.threads() == 1 { "" } else { "s" }
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
         let stop = Arc::clone(&stop);

@@ -3,11 +3,12 @@
 
 use super::burst::{BurstPacket, NO_PIECE};
 use super::csum::{fold64, l4_pseudo, pseudo_at, small_sum, words_sum};
-use super::flow::{be16, level_of, put16, t_outer_l4, Info, Proto, ETH_HLEN};
+use super::flow::{level_of, t_outer_l4, Info, Proto, ETH_HLEN};
 use super::table::Held;
 use super::{FlushReason, GroEngine, GroPacket};
 use sluice_checksum::{combine, sum};
 use sluice_packet::{GsoType, OffloadMeta, Slot};
+use sluice_wire::bytes::{read_u16, write_u16};
 use sluice_wire::{ip_proto, TunnelKind};
 
 /// Fixes a merged packet's lengths and checksums and sets its GSO request.
@@ -32,19 +33,19 @@ pub(super) fn finalize(h: &mut Held) -> Option<OffloadMeta> {
         let l3 = *info.l3.get(lvl)?;
         let ip = info.ip.get(lvl)?;
         if ip.v6 {
-            put16(buf, l3 + 4, u16::try_from(len.checked_sub(l3 + 40)?).ok()?)?;
+            write_u16(buf, l3 + 4, u16::try_from(len.checked_sub(l3 + 40)?).ok()?).ok()?;
         } else {
             let new_len = u16::try_from(len.checked_sub(l3)?).ok()?;
             let hdr = buf.get(l3..l3 + 20)?;
             // The header's sum with the length replaced and the checksum field zero (the sum
             // of a version-4 header is never zero, so this is `small_sum`'s value).
             let acc = words_sum(hdr)
-                + u64::from(!be16(hdr, 2)?)
-                + u64::from(!be16(hdr, 10)?)
+                + u64::from(!read_u16(hdr, 2)?)
+                + u64::from(!read_u16(hdr, 10)?)
                 + u64::from(new_len);
             let c = !fold64(acc);
-            put16(buf, l3 + 2, new_len)?;
-            put16(buf, l3 + 10, c)?;
+            write_u16(buf, l3 + 2, new_len).ok()?;
+            write_u16(buf, l3 + 10, c).ok()?;
             meta.checksum_recomputed(Slot::ip(level_of(lvl)));
         }
     }
@@ -60,38 +61,38 @@ pub(super) fn finalize(h: &mut Held) -> Option<OffloadMeta> {
     if all_good {
         let hdr = buf.get(l4..info.payload)?;
         // The L4 header's sum with the checksum field zero (and a UDP length replaced).
-        let mut acc = u64::from(small_sum(hdr)) + u64::from(!be16(hdr, field)?);
+        let mut acc = u64::from(small_sum(hdr)) + u64::from(!read_u16(hdr, field)?);
         if proto == ip_proto::UDP {
-            acc += u64::from(!be16(hdr, 4)?) + u64::from(ulen);
+            acc += u64::from(!read_u16(hdr, 4)?) + u64::from(ulen);
         }
         let mut c = !combine(combine(pseudo, fold64(acc)), payload_sum);
         if c == 0 && proto == ip_proto::UDP {
             c = 0xffff;
         }
         if proto == ip_proto::UDP {
-            put16(buf, l4 + 4, ulen)?;
+            write_u16(buf, l4 + 4, ulen).ok()?;
         }
-        put16(buf, l4 + field, c)?;
+        write_u16(buf, l4 + field, c).ok()?;
         meta.checksum_recomputed(inner_slot);
     } else {
         if proto == ip_proto::UDP {
-            put16(buf, l4 + 4, ulen)?;
+            write_u16(buf, l4 + 4, ulen).ok()?;
         }
-        put16(buf, l4 + field, pseudo)?;
+        write_u16(buf, l4 + field, pseudo).ok()?;
     }
     // The outer UDP header of a tunnel: length, and the checksum when in use.
     let mut outer_partial = false;
     if let Some(t) = info.tunnel.filter(|t| t.kind != TunnelKind::Gre) {
         let ol4 = t.outer_l4;
         let olen = len.checked_sub(ol4)?;
-        put16(buf, ol4 + 4, u16::try_from(olen).ok()?)?;
+        write_u16(buf, ol4 + 4, u16::try_from(olen).ok()?).ok()?;
         if t.outer_csum {
             let ol3 = *info.l3.first()?;
             let opseudo = pseudo_at(buf, ol3, info.ip.first()?.v6, ip_proto::UDP, olen)?;
             if all_good {
                 // Local checksum offload: the completed inner L4 region sums to the complement
                 // of its pseudo-header.
-                put16(buf, ol4 + 6, 0)?;
+                write_u16(buf, ol4 + 6, 0).ok()?;
                 let head = sum(buf.get(ol4..l4)?);
                 let inner = if (l4 - ol4) % 2 == 1 {
                     (!pseudo).swap_bytes()
@@ -102,10 +103,10 @@ pub(super) fn finalize(h: &mut Held) -> Option<OffloadMeta> {
                 if c == 0 {
                     c = 0xffff;
                 }
-                put16(buf, ol4 + 6, c)?;
+                write_u16(buf, ol4 + 6, c).ok()?;
                 meta.checksum_recomputed(Slot::OuterL4);
             } else {
-                put16(buf, ol4 + 6, opseudo)?;
+                write_u16(buf, ol4 + 6, opseudo).ok()?;
                 outer_partial = true;
             }
         }
@@ -185,10 +186,10 @@ pub(super) fn finish_plain_header(
     };
     let pseudo = fold64(addrs + u64::from(ip_proto::TCP) + l4_len as u64);
     let hdr = buf.get(l4..payload)?;
-    let old = be16(hdr, 16)?;
+    let old = read_u16(hdr, 16)?;
     let hsum = fold64(u64::from(small_sum(hdr)) + u64::from(!old));
     let c = !combine(combine(pseudo, hsum), payload_sum);
-    put16(buf, l4 + 16, c)
+    write_u16(buf, l4 + 16, c).ok()
 }
 
 /// Sets an option-less IPv4 header's total length and recomputes its checksum (summing the

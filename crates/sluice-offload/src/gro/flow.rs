@@ -4,6 +4,7 @@
 use super::rules::{ip_fills_frame, ipv4_is_fragment, ipv4_without_options};
 use super::GroEngine;
 use sluice_packet::Level;
+use sluice_wire::bytes::{read_u16, read_u32};
 use sluice_wire::{ip_proto, Headers, L3Kind, Layout, TunnelKind};
 
 /// Length of the outer Ethernet header counted out of the 64 KiB limit (Linux `p->len`).
@@ -313,22 +314,6 @@ pub(super) fn le32_in(t: &[u8], k: usize) -> u32 {
         .map_or(0, |b| u32::from_le_bytes(*b))
 }
 
-pub(super) fn be16(b: &[u8], off: usize) -> Option<u16> {
-    let s = b.get(off..off.checked_add(2)?)?;
-    Some(u16::from_be_bytes([*s.first()?, *s.get(1)?]))
-}
-
-pub(super) fn be32(b: &[u8], off: usize) -> Option<u32> {
-    let s = b.get(off..off.checked_add(4)?)?;
-    Some(u32::from_be_bytes(s.try_into().ok()?))
-}
-
-pub(super) fn put16(b: &mut [u8], off: usize, v: u16) -> Option<()> {
-    b.get_mut(off..off.checked_add(2)?)?
-        .copy_from_slice(&v.to_be_bytes());
-    Some(())
-}
-
 pub(super) fn ip_fields(frame: &[u8], h: &Headers) -> Option<IpFields> {
     let l3 = h.l3?;
     Some(match h.l3_kind? {
@@ -337,10 +322,10 @@ pub(super) fn ip_fields(frame: &[u8], h: &Headers) -> Option<IpFields> {
             ttl: *frame.get(l3 + 8)?,
             tos: *frame.get(l3 + 1)?,
             df: frame.get(l3 + 6)? & 0x40 != 0,
-            id: be16(frame, l3 + 4)?,
+            id: read_u16(frame, l3 + 4)?,
         },
         L3Kind::Ipv6 => {
-            let w = be32(frame, l3)?;
+            let w = read_u32(frame, l3)?;
             IpFields {
                 v6: true,
                 ttl: *frame.get(l3 + 7)?,
@@ -436,7 +421,7 @@ pub(super) fn flow_hash(frame: &[u8], info: &Info) -> Option<u64> {
     let l3 = *info.l3.get(lvl)?;
     let v6 = info.ip.get(lvl)?.v6;
     let structure = structure_word(info.l4, info.levels, info.proto == Some(Proto::Udp), v6);
-    let mut h = mix(structure, u64::from(be32(frame, info.l4)?));
+    let mut h = mix(structure, u64::from(read_u32(frame, info.l4)?));
     if v6 {
         // Both addresses: 32 bytes from l3 + 8.
         let a = frame.get(l3 + 8..l3 + 40)?;
@@ -478,7 +463,7 @@ impl GroEngine {
             (Some(t), Some(h)) => {
                 let outer_l4 = outer.l4?;
                 let outer_csum = match t.kind {
-                    TunnelKind::Vxlan | TunnelKind::Geneve => be16(frame, outer_l4 + 6)? != 0,
+                    TunnelKind::Vxlan | TunnelKind::Geneve => read_u16(frame, outer_l4 + 6)? != 0,
                     TunnelKind::Gre => false,
                 };
                 info.tunnel = Some(TunnelInfo {
@@ -502,14 +487,14 @@ impl GroEngine {
         match inner.l4_proto? {
             ip_proto::TCP if self.cfg.tcp => {
                 info.proto = Some(Proto::Tcp);
-                info.seq = be32(frame, l4 + 4)?;
-                info.ack = be32(frame, l4 + 8)?;
-                info.word3 = be32(frame, l4 + 12)?;
+                info.seq = read_u32(frame, l4 + 4)?;
+                info.ack = read_u32(frame, l4 + 8)?;
+                info.word3 = read_u32(frame, l4 + 12)?;
                 info.flags = *frame.get(l4 + 13)?;
             }
             ip_proto::UDP if self.cfg.udp && info.tunnel.is_none() => {
                 info.proto = Some(Proto::Udp);
-                info.udp_len = be16(frame, l4 + 4)?;
+                info.udp_len = read_u16(frame, l4 + 4)?;
             }
             _ => return None,
         }

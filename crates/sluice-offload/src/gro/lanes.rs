@@ -4,8 +4,7 @@
 use super::burst::{BurstState, NO_PIECE};
 use super::csum::{fast_payload_sum, varying_words};
 use super::flow::{
-    be16, be32, be32_in, level_of, plain_hash, plain_offsets, plain_tcp, plain_tcp_into, Info,
-    ETH_HLEN,
+    be32_in, level_of, plain_hash, plain_offsets, plain_tcp, plain_tcp_into, Info, ETH_HLEN,
 };
 use super::rules::{
     decide, device_verified, eligible, finishes_packet, fits_64k, fits_segment_size, in_sequence,
@@ -16,6 +15,7 @@ use super::view::{masked_equal, port_cache_index, same_headers, PORT_CACHE};
 use super::{FlushReason, GroEngine};
 use sluice_checksum::combine;
 use sluice_packet::{CsumStatus, Level, OffloadMeta, Slot};
+use sluice_wire::bytes::{read_u16, read_u32};
 use sluice_wire::TunnelKind;
 
 /// What [`GroEngine::quick_join`] did with a frame.
@@ -88,7 +88,7 @@ impl GroEngine {
         hash: u64,
         now: u64,
     ) -> bool {
-        let v6 = be16(frame, 12) == Some(sluice_wire::ethertype::IPV6);
+        let v6 = read_u16(frame, 12) == Some(sluice_wire::ethertype::IPV6);
         if !self.plain_start_meta(meta, v6) || self.order.len() >= self.cfg.max_flows {
             // (A full table: the general path evicts first.)
             return false;
@@ -452,7 +452,7 @@ impl GroEngine {
                 break;
             };
             // The ports first: one load per held packet.
-            if be32(frame, h.info.l4) != Some(h.ports) {
+            if read_u32(frame, h.info.l4) != Some(h.ports) {
                 continue;
             }
             h.ensure_view(&self.plain_masks);
@@ -493,11 +493,11 @@ impl GroEngine {
         for lvl in 0..levels {
             let l3 = *info.l3.get(lvl)?;
             let ip = info.ip.get(lvl)?;
-            let len_field = be16(frame, if ip.v6 { l3 + 4 } else { l3 + 2 })?;
+            let len_field = read_u16(frame, if ip.v6 { l3 + 4 } else { l3 + 2 })?;
             if !ip_fills_frame(l3, ip.v6, len_field, end) {
                 return None;
             }
-            if !ip.v6 && !ids.get_mut(lvl)?.accept(be16(frame, l3 + 4)?, h.count) {
+            if !ip.v6 && !ids.get_mut(lvl)?.accept(read_u16(frame, l3 + 4)?, h.count) {
                 return None;
             }
             if !ip_header_ok(meta.status(Slot::ip(level_of(lvl))), ip.v6, frame, l3) {
@@ -505,8 +505,8 @@ impl GroEngine {
             }
         }
         if let Some(t) = info.tunnel.filter(|t| t.kind != TunnelKind::Gre) {
-            if usize::from(be16(frame, t.outer_l4 + 4)?) != end - t.outer_l4
-                || (be16(frame, t.outer_l4 + 6)? != 0) != t.outer_csum
+            if usize::from(read_u16(frame, t.outer_l4 + 4)?) != end - t.outer_l4
+                || (read_u16(frame, t.outer_l4 + 6)? != 0) != t.outer_csum
             {
                 return None;
             }
@@ -521,7 +521,7 @@ impl GroEngine {
         }
         let len = end - payload;
         let flags = *frame.get(l4 + 13)?;
-        if !in_sequence(be32(frame, l4 + 4)?, h.next_seq)
+        if !in_sequence(read_u32(frame, l4 + 4)?, h.next_seq)
             || !fits_segment_size(len, h.mss)
             || !fits_64k(h.len, len)
         {

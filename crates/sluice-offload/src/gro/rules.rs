@@ -6,11 +6,12 @@
 //! of `gro` and in `docs/gro.md`.
 
 use super::csum::pseudo_at;
-use super::flow::{be16, be32, key_walk, shape, Info, IpFields, Proto, ETH_HLEN};
+use super::flow::{key_walk, shape, Info, IpFields, Proto, ETH_HLEN};
 use super::table::Held;
 use super::FlushReason;
 use sluice_checksum::{combine, sum};
 use sluice_packet::{CsumStatus, OffloadMeta, Slot};
+use sluice_wire::bytes::{read_u16, read_u32};
 use sluice_wire::{ip_proto, L3Kind, Layer, Layout, TunnelKind};
 
 /// Largest IP packet a merged frame may carry: frame length less the Ethernet header.
@@ -102,7 +103,7 @@ pub(super) fn eligible(frame: &[u8], layout: &Layout, info: &Info) -> bool {
         }
         // An IPv6 payload length of 0 (a jumbogram, or a lie) does not match the packet's
         // length either: Linux's ipv6_gro_receive flushes it, and merging would rewrite the field.
-        if kind == L3Kind::Ipv6 && be16(frame, l3 + 4) == Some(0) {
+        if kind == L3Kind::Ipv6 && read_u16(frame, l3 + 4) == Some(0) {
             return false;
         }
     }
@@ -139,7 +140,7 @@ pub(super) fn eligible(frame: &[u8], layout: &Layout, info: &Info) -> bool {
         }
         if t.kind != TunnelKind::Gre {
             // The outer UDP length must cover exactly the rest of the frame.
-            let ulen = be16(frame, t.outer_l4 + 4).map(usize::from);
+            let ulen = read_u16(frame, t.outer_l4 + 4).map(usize::from);
             if ulen != Some(frame.len().saturating_sub(t.outer_l4)) {
                 return false;
             }
@@ -149,7 +150,7 @@ pub(super) fn eligible(frame: &[u8], layout: &Layout, info: &Info) -> bool {
         Some(Proto::Udp) => {
             // Non-zero checksum, length exactly the datagram, some payload.
             let ulen = usize::from(info.udp_len);
-            be16(frame, info.l4 + 6) != Some(0)
+            read_u16(frame, info.l4 + 6) != Some(0)
                 && ulen > 8
                 && ulen == frame.len().saturating_sub(info.l4)
         }
@@ -168,7 +169,7 @@ pub(super) fn same_flow(a: &[u8], ai: &Info, b: &[u8], bi: &Info) -> bool {
         && key_walk(
             bi,
             |x, y| matches!((a.get(x..y), b.get(x..y)), (Some(p), Some(q)) if p == q),
-            |w| matches!((be32(a, w), be32(b, w)), (Some(p), Some(q)) if (p ^ q) & 0xf00f_ffff == 0),
+            |w| matches!((read_u32(a, w), read_u32(b, w)), (Some(p), Some(q)) if (p ^ q) & 0xf00f_ffff == 0),
         )
 }
 

@@ -3,12 +3,13 @@
 
 use super::burst::NO_PIECE;
 use super::csum::{fast_payload_sum, fixed_tcp_sum, segment_payload_sum, with_deferred};
-use super::flow::{be16, be32, be32_in, Info, Proto, ETH_HLEN};
+use super::flow::{be32_in, Info, Proto, ETH_HLEN};
 use super::rules::{carries_cwr, in_sequence, may_start, merged_flags, same_flow, Ipv4Ids};
 use super::view::{fast_view, prediction_bits, same_headers, HeadBytes, PlainMasks, CMP_WORDS};
 use super::{FlushReason, GroEngine};
 use sluice_checksum::combine;
 use sluice_packet::OffloadMeta;
+use sluice_wire::bytes::{read_u16, read_u32};
 
 /// Capacity of a pooled buffer: the largest merged frame and some headroom.
 pub(super) const BUF_CAPACITY: usize = 65_536 + 512;
@@ -179,7 +180,7 @@ impl Held {
         if self.info.ip[0].v6 {
             return true;
         }
-        be16(frame, ETH_HLEN + 4) == Some(self.ids[0].next)
+        read_u16(frame, ETH_HLEN + 4) == Some(self.ids[0].next)
     }
 }
 
@@ -426,7 +427,7 @@ impl GroEngine {
         h.next_seq = info.seq.wrapping_add(info.payload_len() as u32);
         h.payload_bytes = info.payload_len();
         h.cwr = carries_cwr(info.flags);
-        h.ports = be32(frame, info.l4).unwrap_or(0);
+        h.ports = read_u32(frame, info.l4).unwrap_or(0);
         h.plain = info.is_plain();
         let hash = info.hash;
         h.buf = buf;

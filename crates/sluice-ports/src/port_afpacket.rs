@@ -8,6 +8,11 @@
 //! advertised, even when the interface has them: VLAN insertion (no field for it), IPv4 header
 //! checksums, SCTP CRC32c, UFO and tunnel GSO. Encapsulated packets get only generic checksum
 //! filling and scatter-gather (an IPv4/IPv6-only checksum engine would parse the outer headers).
+//! Stacked VLAN tags do not take GSO away (`multi_tag`): the kernel parses any number of tags
+//! in the vnet header's GSO request, and whatever the interface cannot segment under several tags
+//! it segments itself at `validate_xmit_skb`, later and cheaper than Sluice could (one
+//! `sendmsg` of the super-frame instead of one per segment; a veth keeps it whole, so a QinQ
+//! super-frame crosses a veth hop as one frame, as a single-tagged one does).
 //! [`Port::set_feature`] runs `ethtool -K IF NAME on|off` in the interface's namespace and
 //! re-reads the features (the kernel may change dependent ones, e.g. no TSO without checksum
 //! offload).
@@ -174,7 +179,7 @@ pub fn afpacket_device(
         features: f,
         vlan_features: f,
         hw_enc_features: enc,
-        multi_tag: false,
+        multi_tag: true,
         gso_max_size,
         gso_max_segs,
         mtu,
@@ -630,6 +635,13 @@ rx-udp-gro-forwarding: off
         }
         assert!(!d.hw_enc_features.intersects(Features::GSO_MASK));
         assert_eq!((d.mtu, d.gso_max_size, d.envelope), (1500, 65536, 4));
+        // TSO stays on under two tags: the kernel segments what the interface cannot.
+        assert!(d.multi_tag);
+        let mut qinq = Features::NONE;
+        for f in [Feature::Tso, Feature::TxSg, Feature::TxCsumGeneric] {
+            qinq = qinq | Features::of(f);
+        }
+        assert!(d.vlan_features.contains(qinq));
     }
 
     #[test]

@@ -122,6 +122,66 @@ struct Outcome {
     still_on: StillOn,
     /// How many features were turned off for the second run.
     turned_off: usize,
+    /// With a hop: each direction across the veth pair, over both switch runs.
+    hop: Vec<HopCount>,
+}
+
+/// Frames one hop port sent and the other received, and how many of the difference a drop
+/// counter of the receiving port explains (issue 16: every lost frame is counted somewhere).
+struct HopCount {
+    from: String,
+    to: String,
+    sent: u64,
+    received: u64,
+    counted_drops: u64,
+}
+
+impl HopCount {
+    fn missing(&self) -> u64 {
+        self.sent.saturating_sub(self.received)
+    }
+}
+
+/// [`HopCount`]s for both directions between hop ports `x` and `y`, once the counters have
+/// settled (the last frames of a transfer may still be in a socket queue when it ends).
+fn hop_counts(switch: &Switch, x: &str, y: &str) -> Result<Vec<HopCount>> {
+    let read = || -> Result<Vec<u64>> {
+        Ok(switch
+            .stats()
+            .context("reading the port counters")?
+            .iter()
+            .flat_map(|p| [p.rx_packets, p.tx_packets])
+            .collect())
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut last = read()?;
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = read()?;
+        if now == last || std::time::Instant::now() > deadline {
+            break;
+        }
+        last = now;
+    }
+    let stats = switch.stats().context("reading the port counters")?;
+    let port = |name: &str| {
+        stats
+            .iter()
+            .find(|p| p.name == name)
+            .with_context(|| format!("no counters for hop port {name}"))
+    };
+    let mut out = Vec::new();
+    for (from, to) in [(x, y), (y, x)] {
+        let (s, d) = (port(from)?, port(to)?);
+        out.push(HopCount {
+            from: from.to_string(),
+            to: to.to_string(),
+            sent: s.tx_packets,
+            received: d.rx_packets,
+            counted_drops: d.rx_invalid + d.rx_truncated + d.rx_kernel_drops + d.rx_errors,
+        });
+    }
+    Ok(out)
 }
 
 /// Runs `sluice demo`.
@@ -298,6 +358,11 @@ fn demo(args: &Args, stop: &'static AtomicBool) -> Result<Outcome> {
         })?);
     }
 
+    let hop = if hop_link.is_some() {
+        hop_counts(&switch, x, y)?
+    } else {
+        Vec::new()
+    };
     progress("cleaning up");
     switch.stop().context("stopping the switch")?;
     drop(bridge_links);
@@ -309,6 +374,7 @@ fn demo(args: &Args, stop: &'static AtomicBool) -> Result<Outcome> {
         bridge,
         still_on,
         turned_off,
+        hop,
     })
 }
 
@@ -499,6 +565,18 @@ fn render(args: &Args, o: &Outcome) -> Result<String> {
     for (port, on) in &o.still_on {
         let _ = writeln!(s, "  still on at {port}: {}", on.join(", "));
     }
+    for h in &o.hop {
+        let _ = writeln!(
+            s,
+            "hop {} -> {}: sent {}, received {}, missing {}, in a drop counter {}",
+            h.from,
+            h.to,
+            h.sent,
+            h.received,
+            h.missing(),
+            h.counted_drops
+        );
+    }
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -552,6 +630,14 @@ fn to_json(args: &Args, o: &Outcome) -> Value {
         "bridge_gbps": o.bridge.as_ref().map(|b| b.report.gbps),
         "bytes_verified": all_verified(o),
         "hop": args.hop.name(),
+        "hop_frames": o.hop.iter().map(|h| json!({
+            "from": h.from,
+            "to": h.to,
+            "sent": h.sent,
+            "received": h.received,
+            "missing": h.missing(),
+            "counted_drops": h.counted_drops,
+        })).collect::<Vec<_>>(),
         "seconds": args.seconds,
         "busy_poll_us": args.busy_poll_us,
         "runs": {

@@ -49,9 +49,27 @@ fn counter(v: &Value, run: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no counter {name:?} in the {run} run of {v}"))
 }
 
+/// With a hop, both directions across the veth pair add up: every frame one hop port sent was
+/// received by the other or is in one of its drop counters.
+fn check_hop_accounting(v: &Value) {
+    let dirs = v["hop_frames"].as_array().expect("hop_frames");
+    assert_eq!(dirs.len(), 2, "{v}");
+    for d in dirs {
+        let n = |k: &str| d[k].as_u64().unwrap_or_else(|| panic!("{k} in {d}"));
+        assert!(n("sent") > 0, "{d}");
+        assert_eq!(n("missing"), n("sent") - n("received").min(n("sent")), "{d}");
+        assert!(n("missing") <= n("counted_drops"), "frames lost uncounted: {d}");
+    }
+}
+
 /// What every demo run must show, whatever the hop.
 fn check_common(v: &Value, hop: &str) {
     assert_eq!(v["hop"], hop, "{v}");
+    if hop == "none" {
+        assert_eq!(v["hop_frames"].as_array().map(Vec::len), Some(0), "{v}");
+    } else {
+        check_hop_accounting(v);
+    }
     assert_eq!(v["bytes_verified"], true, "{v}");
     for run in ["offloads_on", "offloads_off"] {
         assert!(num(v, &[&format!("{run}_gbps")]) > 0.0, "{v}");

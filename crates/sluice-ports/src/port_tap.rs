@@ -22,7 +22,8 @@
 //! turning checksum offload off turns every segmentation feature off too.
 
 use crate::tap::{
-    Tap, TapConfig, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN, TUN_F_USO4, TUN_F_USO6,
+    tun_f_names, Tap, TapConfig, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN, TUN_F_USO4,
+    TUN_F_USO6,
 };
 use sluice_datapath::buf::{BufPool, PacketBuf};
 use sluice_datapath::port::{rx_meta, Port, PortDrops, PortError};
@@ -436,20 +437,25 @@ impl Port for TapPort {
         let err = |reason: String| PortError::Feature { feature, reason };
         if !self.changeable().has(feature) {
             return Err(err(format!(
-                "fixed on TAP {} (TUN_F offloads supported: {:#x})",
+                "fixed on TAP {} (the kernel accepts only these TAP offloads: {})",
                 self.tap.name(),
-                self.supported
+                tun_f_names(self.supported)
             )));
         }
         let old = self.tap.offloads();
         let new = tun_bits_with(old, feature, on).map_err(err)?;
         let accepted = self.tap.set_offloads(new).map_err(|e| {
-            PortError::io(format!("TUNSETOFFLOAD {new:#x} on {}", self.tap.name()), e)
+            PortError::io(
+                format!("TUNSETOFFLOAD {} on {}", tun_f_names(new), self.tap.name()),
+                e,
+            )
         })?;
         if accepted != new {
             let _ = self.tap.set_offloads(old);
             return Err(err(format!(
-                "the kernel accepted TUN_F {accepted:#x} of {new:#x}"
+                "the kernel accepted TAP offloads {} of {}",
+                tun_f_names(accepted),
+                tun_f_names(new)
             )));
         }
         self.device = tap_device(accepted, self.device.mtu);

@@ -34,6 +34,35 @@ pub const TUN_F_USO6: u32 = 0x40;
 pub const TUN_F_UDP_TUNNEL_GSO: u32 = 0x080;
 /// `TUN_F_UDP_TUNNEL_GSO_CSUM`: … with the outer UDP checksum to be computed (Linux 6.17+).
 pub const TUN_F_UDP_TUNNEL_GSO_CSUM: u32 = 0x100;
+/// The `TUN_F_*` bits of `bits` by name (`csum+tso4+tso6`), for messages; unknown bits as hex,
+/// no bits as `none`.
+pub fn tun_f_names(bits: u32) -> String {
+    const NAMES: [(u32, &str); 9] = [
+        (TUN_F_CSUM, "csum"),
+        (TUN_F_TSO4, "tso4"),
+        (TUN_F_TSO6, "tso6"),
+        (TUN_F_TSO_ECN, "tso_ecn"),
+        (TUN_F_UFO, "ufo"),
+        (TUN_F_USO4, "uso4"),
+        (TUN_F_USO6, "uso6"),
+        (TUN_F_UDP_TUNNEL_GSO, "udp_tunnel_gso"),
+        (TUN_F_UDP_TUNNEL_GSO_CSUM, "udp_tunnel_gso_csum"),
+    ];
+    let mut parts: Vec<String> = NAMES
+        .iter()
+        .filter(|(b, _)| bits & b != 0)
+        .map(|(_, n)| (*n).to_string())
+        .collect();
+    if bits & !TUN_F_ALL != 0 {
+        parts.push(format!("{:#x}", bits & !TUN_F_ALL));
+    }
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join("+")
+    }
+}
+
 /// Every `TUN_F_*` bit this crate knows.
 pub const TUN_F_ALL: u32 = 0x1ff;
 
@@ -347,4 +376,22 @@ pub(crate) fn set_nonblocking(fd: RawFd, nonblocking: bool) -> io::Result<()> {
 
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tun_f_bits_are_named() {
+        assert_eq!(tun_f_names(0), "none");
+        assert_eq!(
+            tun_f_names(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_USO6),
+            "csum+tso4+uso6"
+        );
+        assert_eq!(
+            tun_f_names(TUN_F_UDP_TUNNEL_GSO_CSUM | 0x400),
+            "udp_tunnel_gso_csum+0x400"
+        );
+    }
 }

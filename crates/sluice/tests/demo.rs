@@ -57,8 +57,15 @@ fn check_hop_accounting(v: &Value) {
     for d in dirs {
         let n = |k: &str| d[k].as_u64().unwrap_or_else(|| panic!("{k} in {d}"));
         assert!(n("sent") > 0, "{d}");
-        assert_eq!(n("missing"), n("sent") - n("received").min(n("sent")), "{d}");
-        assert!(n("missing") <= n("counted_drops"), "frames lost uncounted: {d}");
+        assert_eq!(
+            n("missing"),
+            n("sent") - n("received").min(n("sent")),
+            "{d}"
+        );
+        assert!(
+            n("missing") <= n("counted_drops"),
+            "frames lost uncounted: {d}"
+        );
     }
 }
 

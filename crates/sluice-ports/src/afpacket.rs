@@ -512,13 +512,19 @@ impl PacketSocket {
         let mut msg: libc::msghdr = unsafe { zeroed() };
         msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
         msg.msg_iovlen = 2;
-        // SAFETY: the iovecs point into live slices; sendmsg only reads through them. No name:
-        // the bound interface and protocol are used.
-        let n = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, 0) };
-        if n < 0 {
-            return Err(context("sendmsg(AF_PACKET)"));
+        let mut backoff = Backoff::new();
+        loop {
+            // SAFETY: the iovecs point into live slices; sendmsg only reads through them. No
+            // name: the bound interface and protocol are used.
+            let n = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, 0) };
+            if n >= 0 {
+                return Ok((n as usize).saturating_sub(hdr.len()));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted && !backoff.wait(&e, self) {
+                return Err(with_context(e, "sendmsg(AF_PACKET)"));
+            }
         }
-        Ok((n as usize).saturating_sub(hdr.len()))
     }
 
     /// Sends every frame of `q` (with its vnet header when the socket has `PACKET_VNET_HDR`),
@@ -553,6 +559,7 @@ impl PacketSocket {
         }
         let (mut at, mut sent, mut failed) = (0usize, 0usize, 0usize);
         let mut first_err = None;
+        let mut backoff = Backoff::new();
         while at < n {
             // SAFETY: messages `at..n` point at their own iovecs, which point into `q.hdrs`
             // and `q.arena` (not touched during the call); sendmmsg only reads through them.
@@ -571,7 +578,7 @@ impl PacketSocket {
                 continue;
             }
             let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
+            if e.kind() == io::ErrorKind::Interrupted || backoff.wait(&e, self) {
                 continue;
             }
             // The message at `at` failed: count it, keep the first error, go on with the rest.
@@ -584,6 +591,11 @@ impl PacketSocket {
     }
 
     fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+        self.wait_for(libc::POLLIN, timeout)
+    }
+
+    /// Waits up to `timeout` for `events` (`POLLIN`, `POLLOUT`) on the socket.
+    fn wait_for(&self, events: libc::c_short, timeout: Duration) -> io::Result<bool> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -591,7 +603,7 @@ impl PacketSocket {
             let ms = if ms == 0 && !left.is_zero() { 1 } else { ms };
             let mut pfd = libc::pollfd {
                 fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
+                events,
                 revents: 0,
             };
             // SAFETY: `pfd` is one valid pollfd for the duration of the call.
@@ -673,6 +685,56 @@ impl AsRawFd for PacketSocket {
 impl AsFd for PacketSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+sluice_coverage::counter!(pub AFPACKET_TX_BACKPRESSURE, "afpacket_tx_backpressure", "AF_PACKET sends the kernel refused for lack of room (EAGAIN, ENOBUFS) and that were retried");
+
+/// How long a send waits, in all, for the kernel to take a frame it refused for lack of room
+/// before the frame counts as failed: `EAGAIN` (the socket's send buffer is full; the wait is
+/// for `POLLOUT`) or `ENOBUFS` (the device's or a veth peer's queue is full; short pauses).
+/// Back-pressure instead of a drop: the datapath thread slows down to the rate the kernel takes.
+pub const TX_BACKPRESSURE: Duration = Duration::from_millis(5);
+
+/// One send's back-pressure budget ([`TX_BACKPRESSURE`]).
+struct Backoff {
+    deadline: Option<Instant>,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff { deadline: None }
+    }
+
+    /// After the send failed with `e`: `true` when it should be tried again (having waited),
+    /// `false` when the error is not a lack of room or the budget is spent.
+    fn wait(&mut self, e: &io::Error, sock: &PacketSocket) -> bool {
+        self.wait_with(e, |left| {
+            // A poll error leaves the decision to the next attempt's result.
+            let _ = sock.wait_for(libc::POLLOUT, left);
+        })
+    }
+
+    /// [`Backoff::wait`] with the wait for `POLLOUT` given as `poll_out`.
+    fn wait_with(&mut self, e: &io::Error, poll_out: impl FnOnce(Duration)) -> bool {
+        let room = matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS));
+        if !room {
+            return false;
+        }
+        let deadline = *self
+            .deadline
+            .get_or_insert_with(|| Instant::now() + TX_BACKPRESSURE);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        AFPACKET_TX_BACKPRESSURE.inc();
+        if e.raw_os_error() == Some(libc::EAGAIN) {
+            poll_out(left);
+        } else {
+            std::thread::sleep(left.min(Duration::from_micros(50)));
+        }
+        true
     }
 }
 
@@ -790,6 +852,27 @@ impl SendQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backoff_retries_only_a_lack_of_room_and_only_within_its_budget() {
+        let err = |n| io::Error::from_raw_os_error(n);
+        let mut b = Backoff::new();
+        assert!(!b.wait_with(&err(libc::EINVAL), |_| panic!("no poll for EINVAL")));
+        assert!(!b.wait_with(&err(libc::ENETDOWN), |_| panic!("no poll")));
+        let mut polled = 0;
+        assert!(b.wait_with(&err(libc::EAGAIN), |left| {
+            assert!(left <= TX_BACKPRESSURE);
+            polled += 1;
+        }));
+        assert_eq!(polled, 1);
+        // ENOBUFS pauses without a poll; the budget runs out.
+        let mut tries = 0;
+        while b.wait_with(&err(libc::ENOBUFS), |_| panic!("no poll for ENOBUFS")) {
+            tries += 1;
+            assert!(tries < 100_000, "the budget must run out");
+        }
+        assert!(tries > 0);
+    }
 
     #[test]
     fn shift_moves_csum_start_and_hdr_len_of_needs_csum_headers() {

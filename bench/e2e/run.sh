@@ -377,7 +377,8 @@ import json, sys
 ports = {p["name"]: p for p in json.load(open(sys.argv[1]))}
 for src, dst in ((sys.argv[2], sys.argv[3]), (sys.argv[3], sys.argv[2])):
     s, d = ports[src], ports[dst]
-    counted = sum(d.get(k, 0) for k in ("rx_invalid", "rx_truncated", "rx_kernel_drops", "rx_errors"))
+    counted = sum(d.get(k, 0) for k in ("rx_invalid", "rx_truncated", "rx_kernel_drops", "rx_errors")) \
+        + sum(s.get(k, 0) for k in ("tx_errors", "tx_kernel_drops"))
     missing = s["tx_packets"] - d["rx_packets"]
     print("hop %s -> %s: sent %d, received %d, missing %d, in a drop counter %d"
           % (src, dst, s["tx_packets"], d["rx_packets"], missing, counted))

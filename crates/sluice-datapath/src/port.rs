@@ -79,8 +79,12 @@ pub struct PortDrops {
     /// Received frames dropped: larger than the receive buffer.
     pub rx_truncated: u64,
     /// Frames the kernel dropped before the port could read them (its socket receive queue was
-    /// full: `AF_PACKET`'s `PACKET_STATISTICS`).
+    /// full: `AF_PACKET`'s `PACKET_STATISTICS`; a TAP's queue towards the switch was full: the
+    /// TAP's `tx_dropped`).
     pub rx_kernel: u64,
+    /// Frames the kernel dropped after the port handed them over (the interface's `tx_dropped`,
+    /// e.g. a veth whose peer's queue was full).
+    pub tx_kernel: u64,
     /// Frames the port failed to send.
     pub tx_errors: u64,
 }

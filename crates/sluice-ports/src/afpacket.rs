@@ -17,6 +17,7 @@
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Size of the `virtio_net_hdr` that `PACKET_VNET_HDR` adds to every frame.
@@ -126,6 +127,9 @@ pub struct PacketSocket {
     fd: OwnedFd,
     ifindex: u32,
     config: AfPacketConfig,
+    /// Sends the kernel answered with `ENOBUFS` (every attempt): frames it dropped and said so,
+    /// which the interface's `tx_dropped` counts too.
+    enobufs: AtomicU64,
 }
 
 impl PacketSocket {
@@ -185,6 +189,7 @@ impl PacketSocket {
             fd,
             ifindex,
             config: *config,
+            enobufs: AtomicU64::new(0),
         })
     }
 
@@ -212,6 +217,12 @@ impl PacketSocket {
             packets: u64::from(st.tp_packets),
             drops: u64::from(st.tp_drops),
         })
+    }
+
+    /// How many sends the kernel refused with `ENOBUFS` so far (each attempt, retries included):
+    /// drops the socket was told about.
+    pub fn enobufs(&self) -> u64 {
+        self.enobufs.load(Ordering::Relaxed)
     }
 
     /// The interface index the socket is bound to.
@@ -709,6 +720,9 @@ impl Backoff {
     /// After the send failed with `e`: `true` when it should be tried again (having waited),
     /// `false` when the error is not a lack of room or the budget is spent.
     fn wait(&mut self, e: &io::Error, sock: &PacketSocket) -> bool {
+        if e.raw_os_error() == Some(libc::ENOBUFS) {
+            sock.enobufs.fetch_add(1, Ordering::Relaxed);
+        }
         self.wait_with(e, |left| {
             // A poll error leaves the decision to the next attempt's result.
             let _ = sock.wait_for(libc::POLLOUT, left);

@@ -24,6 +24,7 @@
 
 pub mod afpacket;
 pub mod cred;
+pub mod ifstats;
 pub mod netns;
 pub mod poll;
 pub mod port_afpacket;

@@ -30,6 +30,7 @@
 use crate::afpacket::{
     AfPacketConfig, PacketSocket, RecvFrame, SendQueue, PACKET_VNET_HDR_LEN, RECV_BATCH,
 };
+use crate::ifstats::{if_drops, IfStats};
 use crate::netns::run_command;
 use crate::port_tap::{read_mtu, work_to_vnet};
 use sluice_datapath::buf::{BufPool, PacketBuf};
@@ -38,7 +39,7 @@ use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
 use sluice_packet::virtio::HdrFormat;
 use sluice_wire::ParseConfig;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -203,6 +204,8 @@ pub struct AfPacketPort {
     drops: PortDrops,
     /// Kernel-side receive drops read so far (`PACKET_STATISTICS` resets on every read).
     kernel_drops: Cell<u64>,
+    /// The interface's own drop counters (transmit drops after the socket took a frame).
+    ifstats: Option<RefCell<IfStats>>,
     /// Reused receive batch: buffers and their descriptions.
     batch: Vec<PacketBuf>,
     frames: Vec<RecvFrame>,
@@ -241,7 +244,11 @@ impl AfPacketPort {
         let mut ports = Vec::with_capacity(queues);
         ports.push(first);
         for _ in 1..queues {
-            ports.push(Self::open_in_group(ifname, cfg, Fanout::Join(id))?);
+            // The interface's drop counters are read by the first queue's port only: the
+            // datapath sums the ports of every thread.
+            let mut q = Self::open_in_group(ifname, cfg, Fanout::Join(id))?;
+            q.ifstats = None;
+            ports.push(q);
         }
         Ok(ports)
     }
@@ -301,6 +308,7 @@ impl AfPacketPort {
             parse: cfg.parse,
             drops: PortDrops::default(),
             kernel_drops: Cell::new(0),
+            ifstats: IfStats::open(ifname).ok().map(RefCell::new),
             batch: Vec::with_capacity(RECV_BATCH),
             frames: Vec::with_capacity(RECV_BATCH),
             txq: SendQueue::new(),
@@ -561,6 +569,11 @@ impl Port for AfPacketPort {
         }
         PortDrops {
             rx_kernel: self.kernel_drops.get(),
+            // The interface counts the drops the socket was told about (ENOBUFS, in tx_errors
+            // once the retries give up) as well: only the others are the kernel's silent ones.
+            tx_kernel: if_drops(self.ifstats.as_ref())
+                .tx_dropped
+                .saturating_sub(self.sock.enobufs()),
             ..self.drops
         }
     }

@@ -21,6 +21,7 @@
 //! 24-byte header), UFO. The kernel refuses TSO/USO bits without `CSUM` and ECN without TSO, so
 //! turning checksum offload off turns every segmentation feature off too.
 
+use crate::ifstats::{if_drops, IfStats};
 use crate::tap::{
     tun_f_names, Tap, TapConfig, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN, TUN_F_USO4,
     TUN_F_USO6,
@@ -32,6 +33,7 @@ use sluice_offload::tx::DeviceWork;
 use sluice_packet::virtio::{self, HdrFormat, VirtioNetHdr};
 use sluice_packet::GsoType;
 use sluice_wire::ParseConfig;
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
@@ -81,6 +83,9 @@ pub struct TapPort {
     device: Device,
     parse: ParseConfig,
     drops: PortDrops,
+    /// The TAP's drop counters in the namespace it was opened in (its `tx_dropped` counts
+    /// frames the kernel could not queue towards the switch).
+    ifstats: Option<RefCell<IfStats>>,
 }
 
 impl TapPort {
@@ -120,6 +125,7 @@ impl TapPort {
             device,
             parse: cfg.parse,
             drops: PortDrops::default(),
+            ifstats: IfStats::open(&tname).ok().map(RefCell::new),
         })
     }
 
@@ -154,7 +160,11 @@ impl TapPort {
         let mut ports = Vec::with_capacity(queues);
         ports.push(first);
         for _ in 1..queues {
-            ports.push(TapPort::open(&actual, &cfg)?);
+            // The interface's drop counters are read by the first queue's port only: the
+            // datapath sums the ports of every thread.
+            let mut q = TapPort::open(&actual, &cfg)?;
+            q.ifstats = None;
+            ports.push(q);
         }
         Ok(ports)
     }
@@ -175,6 +185,7 @@ impl TapPort {
             device: self.device,
             parse: self.parse,
             drops: PortDrops::default(),
+            ifstats: None,
         })
     }
 
@@ -551,7 +562,10 @@ impl Port for TapPort {
     }
 
     fn drops(&self) -> PortDrops {
-        self.drops
+        PortDrops {
+            rx_kernel: if_drops(self.ifstats.as_ref()).tx_dropped,
+            ..self.drops
+        }
     }
 }
 

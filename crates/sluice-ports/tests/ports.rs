@@ -662,3 +662,107 @@ fn afpacket_port_counts_frames_the_kernel_dropped() {
         "every frame received or counted"
     );
 }
+
+/// Frames the kernel drops after an AF_PACKET port handed them over are counted once: with the
+/// veth's peer down, every frame sent is refused (and retried for a while, back-pressure), then
+/// counted as a transmit error — and not a second time from the interface's `tx_dropped`.
+#[test]
+fn afpacket_port_counts_frames_the_kernel_dropped_after_sending() {
+    root();
+    let ns_a = Netns::create("slptka").unwrap();
+    let ns_b = Netns::create("slptkb").unwrap();
+    let va = format!("va{}", unique_suffix());
+    let vb = format!("vb{}", unique_suffix());
+    let _veth = VethPair::create(&ns_a, &va, &ns_b, &vb, 1500).unwrap();
+    let mut port = ns_a
+        .enter(|| AfPacketPort::open(&va, &AfPacketPortConfig::default()))
+        .unwrap()
+        .unwrap();
+    ns_b.run(&["ip", "link", "set", &vb, "down"]).unwrap();
+    let before = port.drops().tx_kernel;
+    let mut frame = vec![0u8; 200];
+    frame[..6].copy_from_slice(&[0xff; 6]);
+    frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 9, 8]);
+    frame[12..14].copy_from_slice(&[0x88, 0xb5]);
+    const SENT: u64 = 50;
+    for _ in 0..SENT {
+        port.send(&frame, &DeviceWork::default()).unwrap();
+    }
+    // The veth reports these drops to the socket (ENOBUFS): they are transmit errors, each
+    // frame once, and not counted again as silent kernel drops.
+    assert!(port.flush().is_err(), "the frames were refused");
+    let d = port.drops();
+    assert_eq!(d.tx_errors, SENT, "{d:?}");
+    assert_eq!(d.tx_kernel - before, 0, "{d:?}");
+}
+
+/// Frames a TAP's kernel side could not queue towards the switch are counted: with a queue of
+/// 8 frames and nobody reading, a burst of 200 datagrams from the namespace overflows it, and
+/// every datagram is then either read by the port or counted in `drops().rx_kernel`.
+#[test]
+fn tap_port_counts_frames_the_kernel_could_not_queue() {
+    root();
+    let ns = Netns::create("slptq").unwrap();
+    ns.run(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])
+        .unwrap();
+    ns.run(&["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])
+        .unwrap();
+    let name = format!("stq{}", unique_suffix());
+    let mut port = ns
+        .enter(|| TapPort::open(&name, &TapPortConfig::default()))
+        .unwrap()
+        .unwrap();
+    ns.run(&["ip", "link", "set", &name, "txqueuelen", "8"])
+        .unwrap();
+    ns.run(&["ip", "addr", "add", "192.0.2.1/24", "dev", &name])
+        .unwrap();
+    ns.link_up(&name).unwrap();
+    ns.run(&[
+        "ip",
+        "neigh",
+        "add",
+        "192.0.2.2",
+        "lladdr",
+        "02:00:00:00:09:02",
+        "dev",
+        &name,
+        "nud",
+        "permanent",
+    ])
+    .unwrap();
+    let before = port.drops().rx_kernel;
+    let sock = ns
+        .enter(|| UdpSocket::bind("192.0.2.1:0"))
+        .unwrap()
+        .unwrap();
+    const SENT: usize = 200;
+    for i in 0..SENT {
+        let _ = sock.send_to(&(i as u32).to_be_bytes(), "192.0.2.2:9");
+    }
+    let mut pool = BufPool::new(4096, 64);
+    let mut got = Vec::new();
+    let mut ours = 0usize;
+    loop {
+        got.clear();
+        let n = port.recv(&mut pool, &mut got, 64).unwrap();
+        // Only the test's datagrams: IPv4 UDP to port 9.
+        ours += got
+            .iter()
+            .filter(|b| b.frame().get(23) == Some(&17) && b.frame().get(36..38) == Some(&[0, 9]))
+            .count();
+        for b in got.drain(..) {
+            pool.put(b);
+        }
+        if n == 0 {
+            break;
+        }
+    }
+    let dropped = port.drops().rx_kernel - before;
+    println!("sent {SENT}, read {ours}, kernel drops {dropped}");
+    assert!(dropped > 0, "a queue of 8 must overflow");
+    assert_eq!(
+        ours as u64 + dropped,
+        SENT as u64,
+        "every datagram read or counted"
+    );
+}

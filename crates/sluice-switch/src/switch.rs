@@ -272,6 +272,9 @@ pub struct PortStatsInfo {
     pub rx_truncated: u64,
     /// Frames the kernel dropped before the port read them (socket receive queue full).
     pub rx_kernel_drops: u64,
+    /// Frames the kernel dropped after the port handed them over (the interface's transmit
+    /// drops, e.g. a veth whose peer's queue was full).
+    pub tx_kernel_drops: u64,
     /// Receive calls that failed.
     pub rx_errors: u64,
     /// Packets transmit preparation dropped for this egress.
@@ -300,6 +303,7 @@ impl PortStatsInfo {
             rx_invalid: s.port.rx_invalid,
             rx_truncated: s.port.rx_truncated,
             rx_kernel_drops: s.port.rx_kernel,
+            tx_kernel_drops: s.port.tx_kernel,
             rx_errors: s.rx_errors,
             tx_prepare_drops: s.tx_prepare_drops,
             tx_errors: s.tx_errors,

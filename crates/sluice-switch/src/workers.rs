@@ -347,6 +347,7 @@ impl PortStatsInfo {
         self.rx_invalid += o.rx_invalid;
         self.rx_truncated += o.rx_truncated;
         self.rx_kernel_drops += o.rx_kernel_drops;
+        self.tx_kernel_drops += o.tx_kernel_drops;
         self.rx_errors += o.rx_errors;
         self.tx_prepare_drops += o.tx_prepare_drops;
         self.tx_errors += o.tx_errors;

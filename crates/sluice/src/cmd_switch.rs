@@ -573,7 +573,7 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
             + g("rx_invalid")
             + g("rx_truncated")
             + g("rx_kernel_drops");
-        let tx_drops = g("tx_prepare_drops") + g("tx_errors");
+        let tx_drops = g("tx_prepare_drops") + g("tx_errors") + g("tx_kernel_drops");
         println!(
             "{:>4} {:<16} {:<5} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}",
             g("number"),

@@ -127,7 +127,8 @@ struct Outcome {
 }
 
 /// Frames one hop port sent and the other received, and how many of the difference a drop
-/// counter of the receiving port explains (issue 16: every lost frame is counted somewhere).
+/// counter explains (the sender's transmit errors and the kernel's transmit drops after it, the
+/// receiver's refusals and the kernel's drops before it) (issue 16: every lost frame is counted somewhere).
 struct HopCount {
     from: String,
     to: String,
@@ -178,7 +179,12 @@ fn hop_counts(switch: &Switch, x: &str, y: &str) -> Result<Vec<HopCount>> {
             to: to.to_string(),
             sent: s.tx_packets,
             received: d.rx_packets,
-            counted_drops: d.rx_invalid + d.rx_truncated + d.rx_kernel_drops + d.rx_errors,
+            counted_drops: s.tx_errors
+                + s.tx_kernel_drops
+                + d.rx_invalid
+                + d.rx_truncated
+                + d.rx_kernel_drops
+                + d.rx_errors,
         });
     }
     Ok(out)

@@ -482,7 +482,7 @@ impl OffloadMeta {
     }
 
     /// Sets the GSO request. `GsoType::None` requires `segment_size == 0`, any other type a
-    /// non-zero size.
+    /// non-zero size; `ecn` is for TCP only (refused with USO and UFO, as Linux refuses it).
     #[inline]
     pub fn set_gso(
         &mut self,
@@ -494,6 +494,11 @@ impl OffloadMeta {
             return Err(Error::InvalidArgument(
                 "segment_size must be 0 exactly when gso_type is None",
             ));
+        }
+        if ecn && matches!(gso_type, GsoType::UdpL4 | GsoType::Udp) {
+            // As Linux refuses VIRTIO_NET_HDR_GSO_ECN on UDP: ECN is TCP's (CWR on the first
+            // segment).
+            return Err(Error::InvalidArgument("ECN applies to TCP GSO only"));
         }
         self.gso_type = gso_type;
         self.segment_size = segment_size;

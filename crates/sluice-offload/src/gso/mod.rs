@@ -222,6 +222,9 @@ pub enum GsoError {
     /// A fixed IPv4 ID ([`GsoParams::fixed_id`]) was asked for a packet without DF: the
     /// segments could be fragmented and reassembled wrongly (Linux refuses it too).
     FixedIdWithoutDf,
+    /// ECN ([`GsoParams::ecn`]) was asked for UDP segmentation or fragmentation: the flag
+    /// belongs to TCP (CWR on the first segment only), and Linux refuses it on UDP GSO.
+    EcnWithoutTcp,
     /// The header prefix is longer than [`MAX_HEADER_LEN`].
     HeadersTooLong {
         /// The header length.
@@ -245,6 +248,7 @@ impl GsoError {
             GsoError::TooManySegments { .. } => "gso_too_many_segs",
             GsoError::TooLarge { .. } => "gso_too_large",
             GsoError::FixedIdWithoutDf => "gso_fixed_id_without_df",
+            GsoError::EcnWithoutTcp => "gso_ecn_without_tcp",
             GsoError::HeadersTooLong { .. } => "gso_headers_too_long",
             GsoError::HeaderWrite(_) => "gso_header_write",
         }
@@ -273,6 +277,7 @@ impl core::fmt::Display for GsoError {
                 write!(f, "IP payload of {len} bytes exceeds 64 KiB")
             }
             GsoError::FixedIdWithoutDf => write!(f, "fixed IPv4 ID without DF"),
+            GsoError::EcnWithoutTcp => write!(f, "ECN asked for UDP segmentation (TCP only)"),
             GsoError::HeadersTooLong { len } => {
                 write!(f, "header prefix of {len} bytes exceeds {MAX_HEADER_LEN}")
             }

@@ -268,6 +268,9 @@ pub(super) fn check_request(params: &GsoParams) -> Result<(), GsoError> {
     if params.segment_size == 0 {
         return Err(GsoError::ZeroSegmentSize);
     }
+    if params.ecn && !matches!(params.gso_type, GsoType::TcpV4 | GsoType::TcpV6) {
+        return Err(GsoError::EcnWithoutTcp);
+    }
     Ok(())
 }
 
@@ -663,4 +666,30 @@ pub(super) fn default_frag_id(frame: &[u8], l3: usize, len: usize) -> u32 {
         h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
     }
     (h ^ len as u32).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ecn_only_with_tcp_segmentation() {
+        for (t, ok) in [
+            (GsoType::TcpV4, true),
+            (GsoType::TcpV6, true),
+            (GsoType::UdpL4, false),
+            (GsoType::Udp, false),
+        ] {
+            let mut p = GsoParams::new(t, 1400);
+            p.ecn = true;
+            let want = if ok {
+                Ok(())
+            } else {
+                Err(GsoError::EcnWithoutTcp)
+            };
+            assert_eq!(check_request(&p), want, "{t:?}");
+            p.ecn = false;
+            assert_eq!(check_request(&p), Ok(()), "{t:?}");
+        }
+    }
 }

@@ -9,8 +9,7 @@
 use crate::bytes::OutOfRange;
 use crate::error::ParseError;
 use crate::layout::Layer;
-use crate::view::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
-use crate::view::{u16_at, u8_at};
+use crate::view::{self, range, range_mut, set_bytes};
 
 /// Byte offsets of the ICMP/ICMPv6 header.
 mod field {
@@ -66,28 +65,15 @@ pub mod icmpv6_type {
     pub const NEIGHBOR_ADVERT: u8 = 136;
 }
 
-/// A zero-copy view of an ICMP or ICMPv6 header and its body.
-///
-/// Contract: once [`Packet::new_checked`] or [`Packet::new_checked_v6`] succeeded, no accessor
-/// panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an ICMP or ICMPv6 header and its body.
+    ///
+    /// Contract: once [`Packet::new_checked`] or [`Packet::new_checked_v6`] succeeded, no accessor
+    /// panics.
+    pub struct Packet;
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps an ICMP buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Wraps an ICMPv6 buffer after [`Packet::check_len_v6`].
     pub fn new_checked_v6(buffer: T) -> Result<Packet<T>, ParseError> {
         let packet = Self::new_unchecked(buffer);
@@ -105,44 +91,29 @@ impl<T: AsRef<[u8]>> Packet<T> {
         view::need(Layer::Icmpv6, HEADER_LEN, self.buffer.as_ref().len())
     }
 
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// Length of the header: always [`HEADER_LEN`].
     pub const fn header_len() -> usize {
         HEADER_LEN
     }
 
-    /// Message type.
-    pub fn msg_type(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::TYPE)
-    }
+    getters! {
+        /// Message type.
+        fn msg_type -> u8 = u8_at(field::TYPE);
 
-    /// Message code.
-    pub fn code(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::CODE)
-    }
+        /// Message code.
+        fn code -> u8 = u8_at(field::CODE);
 
-    /// The checksum field.
-    pub fn checksum(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::CHECKSUM)
-    }
+        /// The checksum field.
+        fn checksum -> u16 = u16_at(field::CHECKSUM);
 
-    /// The 4 type-specific bytes after the checksum.
-    pub fn rest_of_header(&self) -> [u8; 4] {
-        array_at(self.buffer.as_ref(), field::REST)
-    }
+        /// The 4 type-specific bytes after the checksum.
+        fn rest_of_header -> [u8; 4] = array_at(field::REST);
 
-    /// Echo request/reply identifier (first two rest-of-header bytes).
-    pub fn echo_ident(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::ECHO_IDENT)
-    }
+        /// Echo request/reply identifier (first two rest-of-header bytes).
+        fn echo_ident -> u16 = u16_at(field::ECHO_IDENT);
 
-    /// Echo request/reply sequence number (last two rest-of-header bytes).
-    pub fn echo_seq(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::ECHO_SEQ)
+        /// Echo request/reply sequence number (last two rest-of-header bytes).
+        fn echo_seq -> u16 = u16_at(field::ECHO_SEQ);
     }
 
     /// The message body after the 8-byte header.
@@ -152,22 +123,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets the message type.
-    pub fn set_msg_type(&mut self, msg_type: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::TYPE, msg_type)?;
-        Ok(())
-    }
+    setters! {
+        /// Sets the message type.
+        fn set_msg_type(msg_type: u8) = set_u8(field::TYPE);
 
-    /// Sets the message code.
-    pub fn set_code(&mut self, code: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::CODE, code)?;
-        Ok(())
-    }
+        /// Sets the message code.
+        fn set_code(code: u8) = set_u8(field::CODE);
 
-    /// Sets the checksum field.
-    pub fn set_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
-        Ok(())
+        /// Sets the checksum field.
+        fn set_checksum(checksum: u16) = set_u16(field::CHECKSUM);
     }
 
     /// Sets the 4 rest-of-header bytes.
@@ -176,16 +140,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         Ok(())
     }
 
-    /// Sets the echo identifier.
-    pub fn set_echo_ident(&mut self, ident: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::ECHO_IDENT, ident)?;
-        Ok(())
-    }
+    setters! {
+        /// Sets the echo identifier.
+        fn set_echo_ident(ident: u16) = set_u16(field::ECHO_IDENT);
 
-    /// Sets the echo sequence number.
-    pub fn set_echo_seq(&mut self, seq: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::ECHO_SEQ, seq)?;
-        Ok(())
+        /// Sets the echo sequence number.
+        fn set_echo_seq(seq: u16) = set_u16(field::ECHO_SEQ);
     }
 
     /// The message body, mutably.

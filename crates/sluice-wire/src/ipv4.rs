@@ -198,27 +198,14 @@ impl<'a> Iterator for Options<'a> {
     }
 }
 
-/// A zero-copy view of an IPv4 header and its payload.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an IPv4 header and its payload.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics (see the module docs).
+    pub struct Packet;
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Checks the lengths: `Truncated` below 20 bytes or when the options do not fit, `BadIhl`
     /// when IHL < 5, `BadTotalLength` when the total length is below the header length or beyond
     /// the buffer. The version is checked by [`Repr::parse`].
@@ -239,11 +226,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(view::err(Layer::Ipv4, reason));
         }
         Ok(())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The version nibble (4 for IPv4).
@@ -271,19 +253,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u8_at(self.buffer.as_ref(), field::DSCP_ECN) & 0x03
     }
 
-    /// The whole type-of-service byte (DSCP and ECN).
-    pub fn tos(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::DSCP_ECN)
-    }
+    getters! {
+        /// The whole type-of-service byte (DSCP and ECN).
+        fn tos -> u8 = u8_at(field::DSCP_ECN);
 
-    /// Total length of the IP packet (header and payload).
-    pub fn total_len(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::LENGTH)
-    }
+        /// Total length of the IP packet (header and payload).
+        fn total_len -> u16 = u16_at(field::LENGTH);
 
-    /// Identification.
-    pub fn ident(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::IDENT)
+        /// Identification.
+        fn ident -> u16 = u16_at(field::IDENT);
     }
 
     /// The don't-fragment flag.
@@ -301,19 +279,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
         (u16_at(self.buffer.as_ref(), field::FLG_OFF) & OFFSET_MASK) << 3
     }
 
-    /// Time to live.
-    pub fn ttl(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::TTL)
-    }
+    getters! {
+        /// Time to live.
+        fn ttl -> u8 = u8_at(field::TTL);
 
-    /// The protocol of the payload ([`crate::ip_proto`]).
-    pub fn protocol(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::PROTOCOL)
-    }
+        /// The protocol of the payload ([`crate::ip_proto`]).
+        fn protocol -> u8 = u8_at(field::PROTOCOL);
 
-    /// The header checksum field.
-    pub fn header_checksum(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::CHECKSUM)
+        /// The header checksum field.
+        fn header_checksum -> u16 = u16_at(field::CHECKSUM);
     }
 
     /// Source address.
@@ -380,16 +354,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         Ok(())
     }
 
-    /// Sets the total length.
-    pub fn set_total_len(&mut self, len: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::LENGTH, len)?;
-        Ok(())
-    }
+    setters! {
+        /// Sets the total length.
+        fn set_total_len(len: u16) = set_u16(field::LENGTH);
 
-    /// Sets the identification.
-    pub fn set_ident(&mut self, ident: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::IDENT, ident)?;
-        Ok(())
+        /// Sets the identification.
+        fn set_ident(ident: u16) = set_u16(field::IDENT);
     }
 
     fn set_flg_off(&mut self, mask: u16, value: u16) -> Result<(), OutOfRange> {
@@ -420,22 +390,15 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         Ok(())
     }
 
-    /// Sets the time to live.
-    pub fn set_ttl(&mut self, ttl: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::TTL, ttl)?;
-        Ok(())
-    }
+    setters! {
+        /// Sets the time to live.
+        fn set_ttl(ttl: u8) = set_u8(field::TTL);
 
-    /// Sets the protocol.
-    pub fn set_protocol(&mut self, protocol: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::PROTOCOL, protocol)?;
-        Ok(())
-    }
+        /// Sets the protocol.
+        fn set_protocol(protocol: u8) = set_u8(field::PROTOCOL);
 
-    /// Sets the header checksum field.
-    pub fn set_header_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
-        Ok(())
+        /// Sets the header checksum field.
+        fn set_header_checksum(checksum: u16) = set_u16(field::CHECKSUM);
     }
 
     /// Sets the source address.

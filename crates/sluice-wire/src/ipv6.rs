@@ -19,7 +19,7 @@ use crate::error::{ParseError, Reason};
 use crate::ip_proto;
 use crate::layout::Layer;
 use crate::view::{self, array_at, range, range_mut, set_bytes, set_u16, set_u32};
-use crate::view::{set_u8, u16_at, u32_at, u8_at};
+use crate::view::{set_u8, u16_at, u32_at};
 use core::net::Ipv6Addr;
 
 /// Byte offsets of the IPv6 fixed header.
@@ -72,27 +72,14 @@ pub const fn is_ext_header(proto: u8) -> bool {
     )
 }
 
-/// A zero-copy view of an IPv6 fixed header and its payload.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an IPv6 fixed header and its payload.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
+    pub struct Packet;
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Checks the lengths: `Truncated` below 40 bytes, `BadTotalLength` when the payload length
     /// runs past the buffer. The version is checked by [`Repr::parse`].
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -107,11 +94,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(view::err(Layer::Ipv6, reason));
         }
         Ok(())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Length of the fixed header: always [`HEADER_LEN`].
@@ -148,19 +130,15 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.word0() & 0x000f_ffff
     }
 
-    /// Payload length (bytes after the fixed header, extension headers included).
-    pub fn payload_len(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::LENGTH)
-    }
+    getters! {
+        /// Payload length (bytes after the fixed header, extension headers included).
+        fn payload_len -> u16 = u16_at(field::LENGTH);
 
-    /// The next header: first extension header or upper-layer protocol.
-    pub fn next_header(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::NXT_HDR)
-    }
+        /// The next header: first extension header or upper-layer protocol.
+        fn next_header -> u8 = u8_at(field::NXT_HDR);
 
-    /// Hop limit.
-    pub fn hop_limit(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::HOP_LIMIT)
+        /// Hop limit.
+        fn hop_limit -> u8 = u8_at(field::HOP_LIMIT);
     }
 
     /// Source address.
@@ -210,22 +188,15 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         Ok(())
     }
 
-    /// Sets the payload length.
-    pub fn set_payload_len(&mut self, len: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::LENGTH, len)?;
-        Ok(())
-    }
+    setters! {
+        /// Sets the payload length.
+        fn set_payload_len(len: u16) = set_u16(field::LENGTH);
 
-    /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::NXT_HDR, next)?;
-        Ok(())
-    }
+        /// Sets the next header.
+        fn set_next_header(next: u8) = set_u8(field::NXT_HDR);
 
-    /// Sets the hop limit.
-    pub fn set_hop_limit(&mut self, hop_limit: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::HOP_LIMIT, hop_limit)?;
-        Ok(())
+        /// Sets the hop limit.
+        fn set_hop_limit(hop_limit: u8) = set_u8(field::HOP_LIMIT);
     }
 
     /// Sets the source address.
@@ -318,29 +289,16 @@ impl Repr {
 /// [`ext_headers`] reports the right one.
 const EXT_LAYER: Layer = Layer::Ipv6Ext(ip_proto::HOPOPTS);
 
-/// A zero-copy view of a Hop-by-Hop, Destination Options or Routing header:
-/// next header(1), `hdr_ext_len`(1), then data up to `(hdr_ext_len + 1) * 8` bytes in all.
-///
-/// Contract: once [`ExtHeader::new_checked`] succeeded, the whole header is in the buffer and no
-/// accessor panics. Its errors name `Layer::Ipv6Ext(0)` since the view does not know its kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExtHeader<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of a Hop-by-Hop, Destination Options or Routing header:
+    /// next header(1), `hdr_ext_len`(1), then data up to `(hdr_ext_len + 1) * 8` bytes in all.
+    ///
+    /// Contract: once [`ExtHeader::new_checked`] succeeded, the whole header is in the buffer and no
+    /// accessor panics. Its errors name `Layer::Ipv6Ext(0)` since the view does not know its kind.
+    pub struct ExtHeader;
 }
 
 impl<T: AsRef<[u8]>> ExtHeader<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> ExtHeader<T> {
-        ExtHeader { buffer }
-    }
-
-    /// Wraps a buffer after [`ExtHeader::check_len`].
-    pub fn new_checked(buffer: T) -> Result<ExtHeader<T>, ParseError> {
-        let header = Self::new_unchecked(buffer);
-        header.check_len()?;
-        Ok(header)
-    }
-
     /// Checks the lengths: `Truncated` below 8 bytes, `OptionOverflow` when the header is longer
     /// than the buffer.
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -352,19 +310,12 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
         Ok(())
     }
 
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    getters! {
+        /// The next header.
+        fn next_header -> u8 = u8_at(ext_field::NXT_HDR);
 
-    /// The next header.
-    pub fn next_header(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::NXT_HDR)
-    }
-
-    /// The raw length field, in 8-byte units not counting the first 8 bytes.
-    pub fn hdr_ext_len(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::LENGTH)
+        /// The raw length field, in 8-byte units not counting the first 8 bytes.
+        fn hdr_ext_len -> u8 = u8_at(ext_field::LENGTH);
     }
 
     /// Header length in bytes: `(hdr_ext_len + 1) * 8`.
@@ -377,14 +328,12 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
         range(self.buffer.as_ref(), ext_field::DATA..self.header_len())
     }
 
-    /// Routing header only: the routing type.
-    pub fn routing_type(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::ROUTING_TYPE)
-    }
+    getters! {
+        /// Routing header only: the routing type.
+        fn routing_type -> u8 = u8_at(ext_field::ROUTING_TYPE);
 
-    /// Routing header only: segments left.
-    pub fn segments_left(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::SEGMENTS_LEFT)
+        /// Routing header only: segments left.
+        fn segments_left -> u8 = u8_at(ext_field::SEGMENTS_LEFT);
     }
 
     /// The bytes after this header.
@@ -394,22 +343,15 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ExtHeader<T> {
-    /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next)?;
-        Ok(())
-    }
+    setters! {
+        /// Sets the next header.
+        fn set_next_header(next: u8) = set_u8(ext_field::NXT_HDR);
 
-    /// Sets the raw length field (8-byte units after the first 8 bytes).
-    pub fn set_hdr_ext_len(&mut self, len: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::LENGTH, len)?;
-        Ok(())
-    }
+        /// Sets the raw length field (8-byte units after the first 8 bytes).
+        fn set_hdr_ext_len(len: u8) = set_u8(ext_field::LENGTH);
 
-    /// Routing header only: sets the segments left.
-    pub fn set_segments_left(&mut self, left: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::SEGMENTS_LEFT, left)?;
-        Ok(())
+        /// Routing header only: sets the segments left.
+        fn set_segments_left(left: u8) = set_u8(ext_field::SEGMENTS_LEFT);
     }
 
     /// The data bytes, mutably.
@@ -485,37 +427,19 @@ impl<'a> ExtHeaderRepr<'a> {
     }
 }
 
-/// A zero-copy view of the 8-byte IPv6 Fragment header: next header(1), reserved(1),
-/// offset(13 bits) + reserved(2) + M(1), identification(4).
-///
-/// Contract: once [`FragmentHeader::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FragmentHeader<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of the 8-byte IPv6 Fragment header: next header(1), reserved(1),
+    /// offset(13 bits) + reserved(2) + M(1), identification(4).
+    ///
+    /// Contract: once [`FragmentHeader::new_checked`] succeeded, no accessor panics.
+    pub struct FragmentHeader;
 }
 
 impl<T: AsRef<[u8]>> FragmentHeader<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> FragmentHeader<T> {
-        FragmentHeader { buffer }
-    }
-
-    /// Wraps a buffer after [`FragmentHeader::check_len`].
-    pub fn new_checked(buffer: T) -> Result<FragmentHeader<T>, ParseError> {
-        let header = Self::new_unchecked(buffer);
-        header.check_len()?;
-        Ok(header)
-    }
-
     /// Checks that the 8 bytes are there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
         let layer = Layer::Ipv6Ext(ip_proto::FRAGMENT);
         view::need(layer, FRAGMENT_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Length of the header: always [`FRAGMENT_LEN`].
@@ -523,9 +447,9 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
         FRAGMENT_LEN
     }
 
-    /// The next header (of the fragmentable part).
-    pub fn next_header(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::NXT_HDR)
+    getters! {
+        /// The next header (of the fragmentable part).
+        fn next_header -> u8 = u8_at(ext_field::NXT_HDR);
     }
 
     /// Fragment offset in bytes (the 13-bit field times 8).
@@ -538,9 +462,9 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
         u16_at(self.buffer.as_ref(), ext_field::FRAG_OFF_M) & 1 != 0
     }
 
-    /// Identification.
-    pub fn ident(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), ext_field::FRAG_IDENT)
+    getters! {
+        /// Identification.
+        fn ident -> u32 = u32_at(ext_field::FRAG_IDENT);
     }
 
     /// The bytes after the header.
@@ -550,10 +474,9 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
-    /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next)?;
-        Ok(())
+    setters! {
+        /// Sets the next header.
+        fn set_next_header(next: u8) = set_u8(ext_field::NXT_HDR);
     }
 
     /// Sets the fragment offset in bytes (rounded down to a multiple of 8); clears the reserved
@@ -575,10 +498,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
         Ok(())
     }
 
-    /// Sets the identification.
-    pub fn set_ident(&mut self, ident: u32) -> Result<(), OutOfRange> {
-        set_u32(self.buffer.as_mut(), ext_field::FRAG_IDENT, ident)?;
-        Ok(())
+    setters! {
+        /// Sets the identification.
+        fn set_ident(ident: u32) = set_u32(ext_field::FRAG_IDENT);
     }
 
     /// The bytes after the header, mutably.
@@ -639,29 +561,16 @@ impl FragmentRepr {
     }
 }
 
-/// A zero-copy view of an IPsec Authentication header: next header(1), payload length(1),
-/// reserved(2), SPI(4), sequence number(4), ICV; `(payload_len + 2) * 4` bytes in all.
-///
-/// Contract: once [`AuthHeader::new_checked`] succeeded, the whole header is in the buffer and no
-/// accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthHeader<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an IPsec Authentication header: next header(1), payload length(1),
+    /// reserved(2), SPI(4), sequence number(4), ICV; `(payload_len + 2) * 4` bytes in all.
+    ///
+    /// Contract: once [`AuthHeader::new_checked`] succeeded, the whole header is in the buffer and no
+    /// accessor panics.
+    pub struct AuthHeader;
 }
 
 impl<T: AsRef<[u8]>> AuthHeader<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> AuthHeader<T> {
-        AuthHeader { buffer }
-    }
-
-    /// Wraps a buffer after [`AuthHeader::check_len`].
-    pub fn new_checked(buffer: T) -> Result<AuthHeader<T>, ParseError> {
-        let header = Self::new_unchecked(buffer);
-        header.check_len()?;
-        Ok(header)
-    }
-
     /// Checks the lengths: `Truncated` below 12 bytes, `OptionOverflow` when the header claims
     /// fewer than 12 bytes or more than the buffer holds.
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -675,19 +584,12 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
         Ok(())
     }
 
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    getters! {
+        /// The next header.
+        fn next_header -> u8 = u8_at(ext_field::NXT_HDR);
 
-    /// The next header.
-    pub fn next_header(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::NXT_HDR)
-    }
-
-    /// The raw payload length field (4-byte words minus 2).
-    pub fn payload_len(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::LENGTH)
+        /// The raw payload length field (4-byte words minus 2).
+        fn payload_len -> u8 = u8_at(ext_field::LENGTH);
     }
 
     /// Header length in bytes: `(payload_len + 2) * 4`.
@@ -695,14 +597,12 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
         (usize::from(self.payload_len()) + 2) * 4
     }
 
-    /// Security parameters index.
-    pub fn spi(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), ext_field::AH_SPI)
-    }
+    getters! {
+        /// Security parameters index.
+        fn spi -> u32 = u32_at(ext_field::AH_SPI);
 
-    /// Sequence number.
-    pub fn seq_number(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), ext_field::AH_SEQ)
+        /// Sequence number.
+        fn seq_number -> u32 = u32_at(ext_field::AH_SEQ);
     }
 
     /// Integrity check value.
@@ -717,28 +617,18 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AuthHeader<T> {
-    /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next)?;
-        Ok(())
-    }
+    setters! {
+        /// Sets the next header.
+        fn set_next_header(next: u8) = set_u8(ext_field::NXT_HDR);
 
-    /// Sets the raw payload length field.
-    pub fn set_payload_len(&mut self, len: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::LENGTH, len)?;
-        Ok(())
-    }
+        /// Sets the raw payload length field.
+        fn set_payload_len(len: u8) = set_u8(ext_field::LENGTH);
 
-    /// Sets the SPI.
-    pub fn set_spi(&mut self, spi: u32) -> Result<(), OutOfRange> {
-        set_u32(self.buffer.as_mut(), ext_field::AH_SPI, spi)?;
-        Ok(())
-    }
+        /// Sets the SPI.
+        fn set_spi(spi: u32) = set_u32(ext_field::AH_SPI);
 
-    /// Sets the sequence number.
-    pub fn set_seq_number(&mut self, seq: u32) -> Result<(), OutOfRange> {
-        set_u32(self.buffer.as_mut(), ext_field::AH_SEQ, seq)?;
-        Ok(())
+        /// Sets the sequence number.
+        fn set_seq_number(seq: u32) = set_u32(ext_field::AH_SEQ);
     }
 
     /// The ICV, mutably.

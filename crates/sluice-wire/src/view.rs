@@ -1,5 +1,68 @@
-//! What the header views share: their field accessors over [`crate::bytes`] (a missing byte reads
-//! as zero, so no getter can panic on an unchecked buffer) and their length errors.
+//! What the header views share: the macros that declare a view (`view!`) and its plain field
+//! accessors (`getters!`, `setters!`), the field reads and writes over [`crate::bytes`] (a
+//! missing byte reads as zero, so no getter can panic on an unchecked buffer) and their length
+//! errors.
+
+/// Declares a zero-copy header view `pub struct $name<T: AsRef<[u8]>> { buffer: T }` with the
+/// constructors every view shares: `new_unchecked`, `new_checked` (which calls the view's own
+/// `check_len`, written next to it) and `into_inner`. The struct's doc comment is passed through.
+macro_rules! view {
+    ($(#[$attr:meta])* pub struct $name:ident;) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct $name<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Wraps a buffer without checking it.
+            pub const fn new_unchecked(buffer: T) -> $name<T> {
+                $name { buffer }
+            }
+
+            #[doc = concat!("Wraps a buffer after [`", stringify!($name), "::check_len`].")]
+            pub fn new_checked(buffer: T) -> Result<$name<T>, $crate::error::ParseError> {
+                let view = Self::new_unchecked(buffer);
+                view.check_len()?;
+                Ok(view)
+            }
+
+            /// Unwraps the buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+
+/// Plain field getters of a view, one `/// doc` + `fn name -> Type = reader(OFFSET);` each:
+/// `pub fn name(&self) -> Type` reading the field with [`view`](crate::view)'s `reader` (`u8_at`,
+/// `u16_at`, `u24_at`, `u32_at`, `array_at`), so a short buffer reads as zero.
+macro_rules! getters {
+    ($($(#[$attr:meta])* fn $name:ident -> $ty:ty = $read:ident($at:expr);)*) => {
+        $(
+            $(#[$attr])*
+            pub fn $name(&self) -> $ty {
+                $crate::view::$read(self.buffer.as_ref(), $at)
+            }
+        )*
+    };
+}
+
+/// Plain field setters of a view, one `/// doc` + `fn set_name(value: Type) = writer(OFFSET);`
+/// each: `pub fn set_name(&mut self, value: Type) -> Result<(), OutOfRange>` writing the field
+/// with [`view`](crate::view)'s `writer` (`set_u8`, `set_u16`, `set_u24`, `set_u32`,
+/// `set_bytes`), [`OutOfRange`] when it does not fit the buffer.
+macro_rules! setters {
+    ($($(#[$attr:meta])* fn $name:ident($v:ident: $ty:ty) = $write:ident($at:expr);)*) => {
+        $(
+            $(#[$attr])*
+            pub fn $name(&mut self, $v: $ty) -> Result<(), $crate::bytes::OutOfRange> {
+                $crate::view::$write(self.buffer.as_mut(), $at, $v)
+            }
+        )*
+    };
+}
 use crate::bytes::{self, OutOfRange};
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;

@@ -23,7 +23,7 @@
 use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::{Layer, VlanTag};
-use crate::view::{self, range, range_mut, set_u16, u16_at};
+use crate::view::{self, range, range_mut, u16_at};
 
 /// Byte offsets of a tag view (TCI and next type).
 mod field {
@@ -38,36 +38,18 @@ pub const HEADER_LEN: usize = field::PAYLOAD;
 /// Offset of the (outer) EtherType in an Ethernet frame, where [`push_tag`] inserts.
 const ETHERTYPE_OFFSET: usize = 12;
 
-/// A zero-copy view of one VLAN tag: TCI followed by the next EtherType or TPID.
-///
-/// Contract: once [`Tag::new_checked`] succeeded, the buffer holds at least [`HEADER_LEN`] bytes
-/// and no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tag<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of one VLAN tag: TCI followed by the next EtherType or TPID.
+    ///
+    /// Contract: once [`Tag::new_checked`] succeeded, the buffer holds at least [`HEADER_LEN`] bytes
+    /// and no accessor panics.
+    pub struct Tag;
 }
 
 impl<T: AsRef<[u8]>> Tag<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Tag<T> {
-        Tag { buffer }
-    }
-
-    /// Wraps a buffer after [`Tag::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Tag<T>, ParseError> {
-        let tag = Self::new_unchecked(buffer);
-        tag.check_len()?;
-        Ok(tag)
-    }
-
     /// Checks that the buffer holds TCI and next type (`Reason::Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
         view::need(Layer::Vlan, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Length of the view: always [`HEADER_LEN`].
@@ -75,9 +57,9 @@ impl<T: AsRef<[u8]>> Tag<T> {
         HEADER_LEN
     }
 
-    /// The 16-bit tag control information.
-    pub fn tci(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::TCI)
+    getters! {
+        /// The 16-bit tag control information.
+        fn tci -> u16 = u16_at(field::TCI);
     }
 
     /// Priority code point (0–7).
@@ -95,9 +77,9 @@ impl<T: AsRef<[u8]>> Tag<T> {
         self.tci() & 0x0fff
     }
 
-    /// The type after the tag: the inner EtherType, or the TPID of the next tag.
-    pub fn next_type(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::NEXT_TYPE)
+    getters! {
+        /// The type after the tag: the inner EtherType, or the TPID of the next tag.
+        fn next_type -> u16 = u16_at(field::NEXT_TYPE);
     }
 
     /// This tag as a [`VlanTag`], given the TPID that announced it.
@@ -112,10 +94,9 @@ impl<T: AsRef<[u8]>> Tag<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Tag<T> {
-    /// Sets the tag control information.
-    pub fn set_tci(&mut self, tci: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::TCI, tci)?;
-        Ok(())
+    setters! {
+        /// Sets the tag control information.
+        fn set_tci(tci: u16) = set_u16(field::TCI);
     }
 
     /// Sets the priority code point (low 3 bits of `pcp`).
@@ -137,10 +118,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Tag<T> {
         Ok(())
     }
 
-    /// Sets the type after the tag.
-    pub fn set_next_type(&mut self, next_type: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::NEXT_TYPE, next_type)?;
-        Ok(())
+    setters! {
+        /// Sets the type after the tag.
+        fn set_next_type(next_type: u16) = set_u16(field::NEXT_TYPE);
     }
 
     /// The bytes after the tag, mutably.

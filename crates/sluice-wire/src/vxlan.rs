@@ -7,7 +7,7 @@
 use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
-use crate::view::{self, range, range_mut, set_bytes, set_u24, set_u8, u24_at, u8_at};
+use crate::view::{self, range, range_mut, set_bytes, set_u8};
 
 /// Byte offsets of the VXLAN header.
 mod field {
@@ -25,35 +25,17 @@ pub const FLAG_I: u8 = 0x08;
 /// Largest VNI (24 bits).
 pub const MAX_VNI: u32 = 0x00ff_ffff;
 
-/// A zero-copy view of a VXLAN header and the inner frame.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of a VXLAN header and the inner frame.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
+    pub struct Packet;
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Checks that the 8-byte header is there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
         view::need(Layer::Vxlan, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Length of the header: always [`HEADER_LEN`].
@@ -61,9 +43,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         HEADER_LEN
     }
 
-    /// The flags byte.
-    pub fn flags(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::FLAGS)
+    getters! {
+        /// The flags byte.
+        fn flags -> u8 = u8_at(field::FLAGS);
     }
 
     /// Whether the I flag (VNI valid) is set.
@@ -71,9 +53,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.flags() & FLAG_I != 0
     }
 
-    /// The 24-bit VXLAN network identifier.
-    pub fn vni(&self) -> u32 {
-        u24_at(self.buffer.as_ref(), field::VNI)
+    getters! {
+        /// The 24-bit VXLAN network identifier.
+        fn vni -> u32 = u24_at(field::VNI);
     }
 
     /// The inner Ethernet frame.
@@ -83,16 +65,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets the flags byte.
-    pub fn set_flags(&mut self, flags: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::FLAGS, flags)?;
-        Ok(())
-    }
+    setters! {
+        /// Sets the flags byte.
+        fn set_flags(flags: u8) = set_u8(field::FLAGS);
 
-    /// Sets the VNI (low 24 bits).
-    pub fn set_vni(&mut self, vni: u32) -> Result<(), OutOfRange> {
-        set_u24(self.buffer.as_mut(), field::VNI, vni)?;
-        Ok(())
+        /// Sets the VNI (low 24 bits).
+        fn set_vni(vni: u32) = set_u24(field::VNI);
     }
 
     /// The inner frame, mutably.

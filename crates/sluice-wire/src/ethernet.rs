@@ -70,6 +70,12 @@ view! {
     pub struct Frame;
 }
 
+fields! {
+    Frame;
+    /// The EtherType (a VLAN TPID when the frame is tagged).
+    ethertype, set_ethertype: u16 @ field::ETHERTYPE;
+}
+
 impl<T: AsRef<[u8]>> Frame<T> {
     /// Checks that the buffer holds the 14-byte header (`Reason::Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -91,11 +97,6 @@ impl<T: AsRef<[u8]>> Frame<T> {
         Address(array_at(self.buffer.as_ref(), field::SOURCE.start))
     }
 
-    getters! {
-        /// The EtherType (a VLAN TPID when the frame is tagged).
-        fn ethertype -> u16 = u16_at(field::ETHERTYPE);
-    }
-
     /// The bytes after the 14-byte header (VLAN tags, if any, are part of it).
     pub fn payload(&self) -> &[u8] {
         range(self.buffer.as_ref(), field::PAYLOAD..usize::MAX)
@@ -113,11 +114,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     pub fn set_src_addr(&mut self, addr: Address) -> Result<(), OutOfRange> {
         set_bytes(self.buffer.as_mut(), field::SOURCE.start, &addr.0)?;
         Ok(())
-    }
-
-    setters! {
-        /// Sets the EtherType.
-        fn set_ethertype(ethertype: u16) = set_u16(field::ETHERTYPE);
     }
 
     /// The bytes after the header, mutably.

@@ -159,6 +159,12 @@ view! {
     pub struct Packet;
 }
 
+fields! {
+    Packet;
+    /// The protocol type of the inner frame (an EtherType; 0x6558 for Ethernet).
+    protocol_type, set_protocol_type: u16 @ field::PROTOCOL;
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks the lengths: `Truncated` below 8 bytes, `GeneveOptionOverflow` when the option
     /// length runs past the buffer. The version is checked by [`Repr::parse`].
@@ -197,9 +203,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     getters! {
-        /// The protocol type of the inner frame (an EtherType; 0x6558 for Ethernet).
-        fn protocol_type -> u16 = u16_at(field::PROTOCOL);
-
         /// The 24-bit virtual network identifier.
         fn vni -> u32 = u24_at(field::VNI);
     }
@@ -255,9 +258,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     setters! {
-        /// Sets the protocol type.
-        fn set_protocol_type(protocol: u16) = set_u16(field::PROTOCOL);
-
         /// Sets the VNI (low 24 bits).
         fn set_vni(vni: u32) = set_u24(field::VNI);
     }

@@ -43,6 +43,15 @@ view! {
     pub struct Packet;
 }
 
+fields! {
+    Packet;
+    /// The flags-and-version word.
+    flags, set_flags: u16 @ field::FLAGS_VERSION;
+
+    /// The protocol type of the payload (an EtherType).
+    protocol_type, set_protocol_type: u16 @ field::PROTOCOL;
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks the header: `Truncated` below 4 bytes or when the optional fields do not fit,
     /// `BadField("gre routing")` when R is set, `BadField("gre version")` for a non-zero version.
@@ -56,11 +65,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(view::err(Layer::Gre, Reason::BadField("gre version")));
         }
         view::need(Layer::Gre, self.header_len(), have)
-    }
-
-    getters! {
-        /// The flags-and-version word.
-        fn flags -> u16 = u16_at(field::FLAGS_VERSION);
     }
 
     /// Whether the checksum (and reserved) field is present (C).
@@ -86,11 +90,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The version (0 for GRE proper).
     pub fn version(&self) -> u8 {
         (self.flags() & VERSION_MASK) as u8
-    }
-
-    getters! {
-        /// The protocol type of the payload (an EtherType).
-        fn protocol_type -> u16 = u16_at(field::PROTOCOL);
     }
 
     /// Header length in bytes: 4, plus 4 for each of C, K and S.
@@ -132,15 +131,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    setters! {
-        /// Sets the flags-and-version word. Changing C, K or S moves the fields after them: set the
-        /// flags first, then the fields.
-        fn set_flags(flags: u16) = set_u16(field::FLAGS_VERSION);
-
-        /// Sets the protocol type.
-        fn set_protocol_type(protocol: u16) = set_u16(field::PROTOCOL);
-    }
-
     /// Sets the checksum (and zeroes the reserved field); does nothing unless C is set.
     pub fn set_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
         if self.checksum_present() {

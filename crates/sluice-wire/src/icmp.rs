@@ -73,6 +73,24 @@ view! {
     pub struct Packet;
 }
 
+fields! {
+    Packet;
+    /// Message type.
+    msg_type, set_msg_type: u8 @ field::TYPE;
+
+    /// Message code.
+    code, set_code: u8 @ field::CODE;
+
+    /// The checksum field.
+    checksum, set_checksum: u16 @ field::CHECKSUM;
+
+    /// Echo request/reply identifier (first two rest-of-header bytes).
+    echo_ident, set_echo_ident: u16 @ field::ECHO_IDENT;
+
+    /// Echo request/reply sequence number (last two rest-of-header bytes).
+    echo_seq, set_echo_seq: u16 @ field::ECHO_SEQ;
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wraps an ICMPv6 buffer after [`Packet::check_len_v6`].
     pub fn new_checked_v6(buffer: T) -> Result<Packet<T>, ParseError> {
@@ -97,23 +115,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     getters! {
-        /// Message type.
-        fn msg_type -> u8 = u8_at(field::TYPE);
-
-        /// Message code.
-        fn code -> u8 = u8_at(field::CODE);
-
-        /// The checksum field.
-        fn checksum -> u16 = u16_at(field::CHECKSUM);
-
         /// The 4 type-specific bytes after the checksum.
         fn rest_of_header -> [u8; 4] = array_at(field::REST);
-
-        /// Echo request/reply identifier (first two rest-of-header bytes).
-        fn echo_ident -> u16 = u16_at(field::ECHO_IDENT);
-
-        /// Echo request/reply sequence number (last two rest-of-header bytes).
-        fn echo_seq -> u16 = u16_at(field::ECHO_SEQ);
     }
 
     /// The message body after the 8-byte header.
@@ -123,29 +126,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    setters! {
-        /// Sets the message type.
-        fn set_msg_type(msg_type: u8) = set_u8(field::TYPE);
-
-        /// Sets the message code.
-        fn set_code(code: u8) = set_u8(field::CODE);
-
-        /// Sets the checksum field.
-        fn set_checksum(checksum: u16) = set_u16(field::CHECKSUM);
-    }
-
     /// Sets the 4 rest-of-header bytes.
     pub fn set_rest_of_header(&mut self, rest: [u8; 4]) -> Result<(), OutOfRange> {
         set_bytes(self.buffer.as_mut(), field::REST, &rest)?;
         Ok(())
-    }
-
-    setters! {
-        /// Sets the echo identifier.
-        fn set_echo_ident(ident: u16) = set_u16(field::ECHO_IDENT);
-
-        /// Sets the echo sequence number.
-        fn set_echo_seq(seq: u16) = set_u16(field::ECHO_SEQ);
     }
 
     /// The message body, mutably.

@@ -205,6 +205,24 @@ view! {
     pub struct Packet;
 }
 
+fields! {
+    Packet;
+    /// Total length of the IP packet (header and payload).
+    total_len, set_total_len: u16 @ field::LENGTH;
+
+    /// Identification.
+    ident, set_ident: u16 @ field::IDENT;
+
+    /// Time to live.
+    ttl, set_ttl: u8 @ field::TTL;
+
+    /// The protocol of the payload ([`crate::ip_proto`]).
+    protocol, set_protocol: u8 @ field::PROTOCOL;
+
+    /// The header checksum field.
+    header_checksum, set_header_checksum: u16 @ field::CHECKSUM;
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks the lengths: `Truncated` below 20 bytes or when the options do not fit, `BadIhl`
     /// when IHL < 5, `BadTotalLength` when the total length is below the header length or beyond
@@ -256,12 +274,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     getters! {
         /// The whole type-of-service byte (DSCP and ECN).
         fn tos -> u8 = u8_at(field::DSCP_ECN);
-
-        /// Total length of the IP packet (header and payload).
-        fn total_len -> u16 = u16_at(field::LENGTH);
-
-        /// Identification.
-        fn ident -> u16 = u16_at(field::IDENT);
     }
 
     /// The don't-fragment flag.
@@ -277,17 +289,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Fragment offset in bytes (the field times 8).
     pub fn frag_offset(&self) -> u16 {
         (u16_at(self.buffer.as_ref(), field::FLG_OFF) & OFFSET_MASK) << 3
-    }
-
-    getters! {
-        /// Time to live.
-        fn ttl -> u8 = u8_at(field::TTL);
-
-        /// The protocol of the payload ([`crate::ip_proto`]).
-        fn protocol -> u8 = u8_at(field::PROTOCOL);
-
-        /// The header checksum field.
-        fn header_checksum -> u16 = u16_at(field::CHECKSUM);
     }
 
     /// Source address.
@@ -354,14 +355,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         Ok(())
     }
 
-    setters! {
-        /// Sets the total length.
-        fn set_total_len(len: u16) = set_u16(field::LENGTH);
-
-        /// Sets the identification.
-        fn set_ident(ident: u16) = set_u16(field::IDENT);
-    }
-
     fn set_flg_off(&mut self, mask: u16, value: u16) -> Result<(), OutOfRange> {
         let old = u16_at(self.buffer.as_ref(), field::FLG_OFF);
         set_u16(
@@ -388,17 +381,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_frag_offset(&mut self, offset: u16) -> Result<(), OutOfRange> {
         self.set_flg_off(OFFSET_MASK, offset >> 3)?;
         Ok(())
-    }
-
-    setters! {
-        /// Sets the time to live.
-        fn set_ttl(ttl: u8) = set_u8(field::TTL);
-
-        /// Sets the protocol.
-        fn set_protocol(protocol: u8) = set_u8(field::PROTOCOL);
-
-        /// Sets the header checksum field.
-        fn set_header_checksum(checksum: u16) = set_u16(field::CHECKSUM);
     }
 
     /// Sets the source address.

@@ -79,6 +79,18 @@ view! {
     pub struct Packet;
 }
 
+fields! {
+    Packet;
+    /// Payload length (bytes after the fixed header, extension headers included).
+    payload_len, set_payload_len: u16 @ field::LENGTH;
+
+    /// The next header: first extension header or upper-layer protocol.
+    next_header, set_next_header: u8 @ field::NXT_HDR;
+
+    /// Hop limit.
+    hop_limit, set_hop_limit: u8 @ field::HOP_LIMIT;
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks the lengths: `Truncated` below 40 bytes, `BadTotalLength` when the payload length
     /// runs past the buffer. The version is checked by [`Repr::parse`].
@@ -130,17 +142,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.word0() & 0x000f_ffff
     }
 
-    getters! {
-        /// Payload length (bytes after the fixed header, extension headers included).
-        fn payload_len -> u16 = u16_at(field::LENGTH);
-
-        /// The next header: first extension header or upper-layer protocol.
-        fn next_header -> u8 = u8_at(field::NXT_HDR);
-
-        /// Hop limit.
-        fn hop_limit -> u8 = u8_at(field::HOP_LIMIT);
-    }
-
     /// Source address.
     pub fn src_addr(&self) -> Ipv6Addr {
         Ipv6Addr::from(array_at::<16>(self.buffer.as_ref(), field::SRC_ADDR))
@@ -186,17 +187,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_flow_label(&mut self, label: u32) -> Result<(), OutOfRange> {
         self.set_word0(0x000f_ffff, label)?;
         Ok(())
-    }
-
-    setters! {
-        /// Sets the payload length.
-        fn set_payload_len(len: u16) = set_u16(field::LENGTH);
-
-        /// Sets the next header.
-        fn set_next_header(next: u8) = set_u8(field::NXT_HDR);
-
-        /// Sets the hop limit.
-        fn set_hop_limit(hop_limit: u8) = set_u8(field::HOP_LIMIT);
     }
 
     /// Sets the source address.
@@ -298,6 +288,18 @@ view! {
     pub struct ExtHeader;
 }
 
+fields! {
+    ExtHeader;
+    /// The next header.
+    next_header, set_next_header: u8 @ ext_field::NXT_HDR;
+
+    /// The raw length field, in 8-byte units not counting the first 8 bytes.
+    hdr_ext_len, set_hdr_ext_len: u8 @ ext_field::LENGTH;
+
+    /// Routing header only: segments left.
+    segments_left, set_segments_left: u8 @ ext_field::SEGMENTS_LEFT;
+}
+
 impl<T: AsRef<[u8]>> ExtHeader<T> {
     /// Checks the lengths: `Truncated` below 8 bytes, `OptionOverflow` when the header is longer
     /// than the buffer.
@@ -308,14 +310,6 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
             return Err(view::err(EXT_LAYER, Reason::OptionOverflow));
         }
         Ok(())
-    }
-
-    getters! {
-        /// The next header.
-        fn next_header -> u8 = u8_at(ext_field::NXT_HDR);
-
-        /// The raw length field, in 8-byte units not counting the first 8 bytes.
-        fn hdr_ext_len -> u8 = u8_at(ext_field::LENGTH);
     }
 
     /// Header length in bytes: `(hdr_ext_len + 1) * 8`.
@@ -331,9 +325,6 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
     getters! {
         /// Routing header only: the routing type.
         fn routing_type -> u8 = u8_at(ext_field::ROUTING_TYPE);
-
-        /// Routing header only: segments left.
-        fn segments_left -> u8 = u8_at(ext_field::SEGMENTS_LEFT);
     }
 
     /// The bytes after this header.
@@ -343,17 +334,6 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ExtHeader<T> {
-    setters! {
-        /// Sets the next header.
-        fn set_next_header(next: u8) = set_u8(ext_field::NXT_HDR);
-
-        /// Sets the raw length field (8-byte units after the first 8 bytes).
-        fn set_hdr_ext_len(len: u8) = set_u8(ext_field::LENGTH);
-
-        /// Routing header only: sets the segments left.
-        fn set_segments_left(left: u8) = set_u8(ext_field::SEGMENTS_LEFT);
-    }
-
     /// The data bytes, mutably.
     pub fn data_mut(&mut self) -> &mut [u8] {
         let end = self.header_len();
@@ -435,6 +415,15 @@ view! {
     pub struct FragmentHeader;
 }
 
+fields! {
+    FragmentHeader;
+    /// The next header (of the fragmentable part).
+    next_header, set_next_header: u8 @ ext_field::NXT_HDR;
+
+    /// Identification.
+    ident, set_ident: u32 @ ext_field::FRAG_IDENT;
+}
+
 impl<T: AsRef<[u8]>> FragmentHeader<T> {
     /// Checks that the 8 bytes are there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -447,11 +436,6 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
         FRAGMENT_LEN
     }
 
-    getters! {
-        /// The next header (of the fragmentable part).
-        fn next_header -> u8 = u8_at(ext_field::NXT_HDR);
-    }
-
     /// Fragment offset in bytes (the 13-bit field times 8).
     pub fn frag_offset(&self) -> u16 {
         u16_at(self.buffer.as_ref(), ext_field::FRAG_OFF_M) & !0x7
@@ -462,11 +446,6 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
         u16_at(self.buffer.as_ref(), ext_field::FRAG_OFF_M) & 1 != 0
     }
 
-    getters! {
-        /// Identification.
-        fn ident -> u32 = u32_at(ext_field::FRAG_IDENT);
-    }
-
     /// The bytes after the header.
     pub fn payload(&self) -> &[u8] {
         range(self.buffer.as_ref(), FRAGMENT_LEN..usize::MAX)
@@ -474,11 +453,6 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
-    setters! {
-        /// Sets the next header.
-        fn set_next_header(next: u8) = set_u8(ext_field::NXT_HDR);
-    }
-
     /// Sets the fragment offset in bytes (rounded down to a multiple of 8); clears the reserved
     /// bits.
     pub fn set_frag_offset(&mut self, offset: u16) -> Result<(), OutOfRange> {
@@ -496,11 +470,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
         let v = (u16_at(self.buffer.as_ref(), ext_field::FRAG_OFF_M) & !1) | u16::from(more);
         set_u16(self.buffer.as_mut(), ext_field::FRAG_OFF_M, v)?;
         Ok(())
-    }
-
-    setters! {
-        /// Sets the identification.
-        fn set_ident(ident: u32) = set_u32(ext_field::FRAG_IDENT);
     }
 
     /// The bytes after the header, mutably.
@@ -570,6 +539,21 @@ view! {
     pub struct AuthHeader;
 }
 
+fields! {
+    AuthHeader;
+    /// The next header.
+    next_header, set_next_header: u8 @ ext_field::NXT_HDR;
+
+    /// The raw payload length field (4-byte words minus 2).
+    payload_len, set_payload_len: u8 @ ext_field::LENGTH;
+
+    /// Security parameters index.
+    spi, set_spi: u32 @ ext_field::AH_SPI;
+
+    /// Sequence number.
+    seq_number, set_seq_number: u32 @ ext_field::AH_SEQ;
+}
+
 impl<T: AsRef<[u8]>> AuthHeader<T> {
     /// Checks the lengths: `Truncated` below 12 bytes, `OptionOverflow` when the header claims
     /// fewer than 12 bytes or more than the buffer holds.
@@ -584,25 +568,9 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
         Ok(())
     }
 
-    getters! {
-        /// The next header.
-        fn next_header -> u8 = u8_at(ext_field::NXT_HDR);
-
-        /// The raw payload length field (4-byte words minus 2).
-        fn payload_len -> u8 = u8_at(ext_field::LENGTH);
-    }
-
     /// Header length in bytes: `(payload_len + 2) * 4`.
     pub fn header_len(&self) -> usize {
         (usize::from(self.payload_len()) + 2) * 4
-    }
-
-    getters! {
-        /// Security parameters index.
-        fn spi -> u32 = u32_at(ext_field::AH_SPI);
-
-        /// Sequence number.
-        fn seq_number -> u32 = u32_at(ext_field::AH_SEQ);
     }
 
     /// Integrity check value.
@@ -617,20 +585,6 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AuthHeader<T> {
-    setters! {
-        /// Sets the next header.
-        fn set_next_header(next: u8) = set_u8(ext_field::NXT_HDR);
-
-        /// Sets the raw payload length field.
-        fn set_payload_len(len: u8) = set_u8(ext_field::LENGTH);
-
-        /// Sets the SPI.
-        fn set_spi(spi: u32) = set_u32(ext_field::AH_SPI);
-
-        /// Sets the sequence number.
-        fn set_seq_number(seq: u32) = set_u32(ext_field::AH_SEQ);
-    }
-
     /// The ICV, mutably.
     pub fn icv_mut(&mut self) -> &mut [u8] {
         let end = self.header_len();

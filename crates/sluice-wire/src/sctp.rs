@@ -29,6 +29,21 @@ view! {
     pub struct Packet;
 }
 
+fields! {
+    Packet;
+    /// Source port.
+    src_port, set_src_port: u16 @ field::SRC_PORT;
+
+    /// Destination port.
+    dst_port, set_dst_port: u16 @ field::DST_PORT;
+
+    /// Verification tag.
+    verification_tag, set_verification_tag: u32 @ field::VERIFICATION_TAG;
+
+    /// The CRC32c checksum field, as the big-endian number on the wire.
+    checksum, set_checksum: u32 @ field::CHECKSUM;
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks that the 12-byte common header is there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -40,20 +55,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
         HEADER_LEN
     }
 
-    getters! {
-        /// Source port.
-        fn src_port -> u16 = u16_at(field::SRC_PORT);
-
-        /// Destination port.
-        fn dst_port -> u16 = u16_at(field::DST_PORT);
-
-        /// Verification tag.
-        fn verification_tag -> u32 = u32_at(field::VERIFICATION_TAG);
-
-        /// The CRC32c checksum field, as the big-endian number on the wire.
-        fn checksum -> u32 = u32_at(field::CHECKSUM);
-    }
-
     /// The chunks after the common header.
     pub fn payload(&self) -> &[u8] {
         range(self.buffer.as_ref(), field::CHUNKS..usize::MAX)
@@ -61,20 +62,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    setters! {
-        /// Sets the source port.
-        fn set_src_port(port: u16) = set_u16(field::SRC_PORT);
-
-        /// Sets the destination port.
-        fn set_dst_port(port: u16) = set_u16(field::DST_PORT);
-
-        /// Sets the verification tag.
-        fn set_verification_tag(tag: u32) = set_u32(field::VERIFICATION_TAG);
-
-        /// Sets the checksum field.
-        fn set_checksum(checksum: u32) = set_u32(field::CHECKSUM);
-    }
-
     /// The chunks, mutably.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         range_mut(self.buffer.as_mut(), field::CHUNKS..usize::MAX)

@@ -380,6 +380,30 @@ view! {
     pub struct Packet;
 }
 
+fields! {
+    Packet;
+    /// Source port.
+    src_port, set_src_port: u16 @ field::SRC_PORT;
+
+    /// Destination port.
+    dst_port, set_dst_port: u16 @ field::DST_PORT;
+
+    /// Sequence number.
+    seq_number, set_seq_number: u32 @ field::SEQ_NUM;
+
+    /// Acknowledgment number.
+    ack_number, set_ack_number: u32 @ field::ACK_NUM;
+
+    /// Window size (unscaled).
+    window_len, set_window_len: u16 @ field::WIN_SIZE;
+
+    /// The checksum field.
+    checksum, set_checksum: u16 @ field::CHECKSUM;
+
+    /// Urgent pointer.
+    urgent_ptr, set_urgent_ptr: u16 @ field::URGENT;
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks the lengths: `Truncated` below 20 bytes, `BadDataOffset` when the data offset is
     /// below 5 or the header runs past the buffer.
@@ -391,20 +415,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(view::err(Layer::Tcp, Reason::BadDataOffset(offset)));
         }
         Ok(())
-    }
-
-    getters! {
-        /// Source port.
-        fn src_port -> u16 = u16_at(field::SRC_PORT);
-
-        /// Destination port.
-        fn dst_port -> u16 = u16_at(field::DST_PORT);
-
-        /// Sequence number.
-        fn seq_number -> u32 = u32_at(field::SEQ_NUM);
-
-        /// Acknowledgment number.
-        fn ack_number -> u32 = u32_at(field::ACK_NUM);
     }
 
     /// Data offset: header length in 4-byte words.
@@ -420,17 +430,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The flags (NS, CWR … FIN).
     pub fn flags(&self) -> Flags {
         Flags::from_bits_truncate(u16_at(self.buffer.as_ref(), field::FLAGS))
-    }
-
-    getters! {
-        /// Window size (unscaled).
-        fn window_len -> u16 = u16_at(field::WIN_SIZE);
-
-        /// The checksum field.
-        fn checksum -> u16 = u16_at(field::CHECKSUM);
-
-        /// Urgent pointer.
-        fn urgent_ptr -> u16 = u16_at(field::URGENT);
     }
 
     /// The option bytes (between byte 20 and the header length).
@@ -450,20 +449,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    setters! {
-        /// Sets the source port.
-        fn set_src_port(port: u16) = set_u16(field::SRC_PORT);
-
-        /// Sets the destination port.
-        fn set_dst_port(port: u16) = set_u16(field::DST_PORT);
-
-        /// Sets the sequence number.
-        fn set_seq_number(seq: u32) = set_u32(field::SEQ_NUM);
-
-        /// Sets the acknowledgment number.
-        fn set_ack_number(ack: u32) = set_u32(field::ACK_NUM);
-    }
-
     /// Sets the header length in bytes (rounded down to 4-byte words, at most 60); keeps the flags.
     pub fn set_header_len(&mut self, len: usize) -> Result<(), OutOfRange> {
         let words = (len / 4).min(15) as u16;
@@ -477,17 +462,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let word = (u16::from(self.data_offset()) << 12) | flags.bits();
         set_u16(self.buffer.as_mut(), field::FLAGS, word)?;
         Ok(())
-    }
-
-    setters! {
-        /// Sets the window size.
-        fn set_window_len(window: u16) = set_u16(field::WIN_SIZE);
-
-        /// Sets the checksum field.
-        fn set_checksum(checksum: u16) = set_u16(field::CHECKSUM);
-
-        /// Sets the urgent pointer.
-        fn set_urgent_ptr(ptr: u16) = set_u16(field::URGENT);
     }
 
     /// The option bytes, mutably.

@@ -31,6 +31,22 @@ view! {
     pub struct Packet;
 }
 
+fields! {
+    Packet;
+    /// Source port.
+    src_port, set_src_port: u16 @ field::SRC_PORT;
+
+    /// Destination port.
+    dst_port, set_dst_port: u16 @ field::DST_PORT;
+
+    /// The length field: header plus payload.
+    #[allow(clippy::len_without_is_empty)] // a field accessor, not a container length
+    len, set_len: u16 @ field::LENGTH;
+
+    /// The checksum field (0 means none over IPv4).
+    checksum, set_checksum: u16 @ field::CHECKSUM;
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks the lengths: `Truncated` below 8 bytes, `BadUdpLength` when the length field is
     /// below 8 or beyond the buffer.
@@ -49,21 +65,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
         HEADER_LEN
     }
 
-    getters! {
-        /// Source port.
-        fn src_port -> u16 = u16_at(field::SRC_PORT);
-
-        /// Destination port.
-        fn dst_port -> u16 = u16_at(field::DST_PORT);
-
-        /// The length field: header plus payload.
-        #[allow(clippy::len_without_is_empty)] // a field accessor, not a container length
-        fn len -> u16 = u16_at(field::LENGTH);
-
-        /// The checksum field (0 means none over IPv4).
-        fn checksum -> u16 = u16_at(field::CHECKSUM);
-    }
-
     /// The payload: bytes 8 to the length field.
     pub fn payload(&self) -> &[u8] {
         range(
@@ -74,20 +75,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    setters! {
-        /// Sets the source port.
-        fn set_src_port(port: u16) = set_u16(field::SRC_PORT);
-
-        /// Sets the destination port.
-        fn set_dst_port(port: u16) = set_u16(field::DST_PORT);
-
-        /// Sets the length field.
-        fn set_len(len: u16) = set_u16(field::LENGTH);
-
-        /// Sets the checksum field.
-        fn set_checksum(checksum: u16) = set_u16(field::CHECKSUM);
-    }
-
     /// The payload, mutably.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let end = usize::from(self.len());

@@ -1,5 +1,6 @@
 //! What the header views share: the macros that declare a view (`view!`) and its plain field
-//! accessors (`getters!`, `setters!`), the field reads and writes over [`crate::bytes`] (a
+//! accessors (`fields!` for a getter and its setter, `getters!` and `setters!` for one without the
+//! other), the field reads and writes over [`crate::bytes`] (a
 //! missing byte reads as zero, so no getter can panic on an unchecked buffer) and their length
 //! errors.
 
@@ -31,6 +32,36 @@ macro_rules! view {
             pub fn into_inner(self) -> T {
                 self.buffer
             }
+        }
+    };
+}
+
+/// The getter and setter pairs of a view's plain big-endian fields: after the view's name, one
+/// `/// doc` + `name, set_name: Type @ OFFSET;` each gives `pub fn name(&self) -> Type` (0 on a
+/// short buffer) with that doc and `pub fn set_name(&mut self, value: Type) -> Result<(),
+/// OutOfRange>` ([`OutOfRange`] when the field does not fit), documented as setting the field
+/// `name` reads. `Type` is a [`Field`] (`u8`, `u16`, `u32`).
+macro_rules! fields {
+    ($view:ident; $($(#[$attr:meta])* $get:ident, $set:ident: $ty:ident @ $at:expr;)*) => {
+        impl<T: AsRef<[u8]>> $view<T> {
+            $(
+                $(#[$attr])*
+                pub fn $get(&self) -> $ty {
+                    <$ty as $crate::view::Field>::read(self.buffer.as_ref(), $at)
+                }
+            )*
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $view<T> {
+            $(
+                #[doc = concat!(
+                    "Sets the field [`", stringify!($get), "`](Self::", stringify!($get), ") reads:"
+                )]
+                $(#[$attr])*
+                pub fn $set(&mut self, value: $ty) -> Result<(), $crate::bytes::OutOfRange> {
+                    <$ty as $crate::view::Field>::write(self.buffer.as_mut(), $at, value)
+                }
+            )*
         }
     };
 }
@@ -67,6 +98,48 @@ use crate::bytes::{self, OutOfRange};
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
 use core::ops::Range;
+
+/// A big-endian field type the `fields!` accessors read (0 on a short buffer) and write
+/// ([`OutOfRange`] when it does not fit).
+pub(crate) trait Field: Sized {
+    /// The field at `at`, or 0.
+    fn read(b: &[u8], at: usize) -> Self;
+    /// Writes the field at `at`.
+    fn write(b: &mut [u8], at: usize, v: Self) -> Result<(), OutOfRange>;
+}
+
+impl Field for u8 {
+    #[inline]
+    fn read(b: &[u8], at: usize) -> u8 {
+        u8_at(b, at)
+    }
+    #[inline]
+    fn write(b: &mut [u8], at: usize, v: u8) -> Result<(), OutOfRange> {
+        set_u8(b, at, v)
+    }
+}
+
+impl Field for u16 {
+    #[inline]
+    fn read(b: &[u8], at: usize) -> u16 {
+        u16_at(b, at)
+    }
+    #[inline]
+    fn write(b: &mut [u8], at: usize, v: u16) -> Result<(), OutOfRange> {
+        set_u16(b, at, v)
+    }
+}
+
+impl Field for u32 {
+    #[inline]
+    fn read(b: &[u8], at: usize) -> u32 {
+        u32_at(b, at)
+    }
+    #[inline]
+    fn write(b: &mut [u8], at: usize, v: u32) -> Result<(), OutOfRange> {
+        set_u32(b, at, v)
+    }
+}
 
 /// The byte at `at`, or 0.
 #[inline]

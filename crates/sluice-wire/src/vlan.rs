@@ -46,6 +46,15 @@ view! {
     pub struct Tag;
 }
 
+fields! {
+    Tag;
+    /// The 16-bit tag control information.
+    tci, set_tci: u16 @ field::TCI;
+
+    /// The type after the tag: the inner EtherType, or the TPID of the next tag.
+    next_type, set_next_type: u16 @ field::NEXT_TYPE;
+}
+
 impl<T: AsRef<[u8]>> Tag<T> {
     /// Checks that the buffer holds TCI and next type (`Reason::Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -55,11 +64,6 @@ impl<T: AsRef<[u8]>> Tag<T> {
     /// Length of the view: always [`HEADER_LEN`].
     pub const fn header_len() -> usize {
         HEADER_LEN
-    }
-
-    getters! {
-        /// The 16-bit tag control information.
-        fn tci -> u16 = u16_at(field::TCI);
     }
 
     /// Priority code point (0–7).
@@ -77,11 +81,6 @@ impl<T: AsRef<[u8]>> Tag<T> {
         self.tci() & 0x0fff
     }
 
-    getters! {
-        /// The type after the tag: the inner EtherType, or the TPID of the next tag.
-        fn next_type -> u16 = u16_at(field::NEXT_TYPE);
-    }
-
     /// This tag as a [`VlanTag`], given the TPID that announced it.
     pub fn vlan_tag(&self, tpid: u16) -> VlanTag {
         VlanTag::from_tci(tpid, self.tci())
@@ -94,11 +93,6 @@ impl<T: AsRef<[u8]>> Tag<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Tag<T> {
-    setters! {
-        /// Sets the tag control information.
-        fn set_tci(tci: u16) = set_u16(field::TCI);
-    }
-
     /// Sets the priority code point (low 3 bits of `pcp`).
     pub fn set_pcp(&mut self, pcp: u8) -> Result<(), OutOfRange> {
         self.set_tci((self.tci() & 0x1fff) | (u16::from(pcp & 7) << 13))?;
@@ -116,11 +110,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Tag<T> {
     pub fn set_vid(&mut self, vid: u16) -> Result<(), OutOfRange> {
         self.set_tci((self.tci() & 0xf000) | (vid & 0x0fff))?;
         Ok(())
-    }
-
-    setters! {
-        /// Sets the type after the tag.
-        fn set_next_type(next_type: u16) = set_u16(field::NEXT_TYPE);
     }
 
     /// The bytes after the tag, mutably.

@@ -32,6 +32,12 @@ view! {
     pub struct Packet;
 }
 
+fields! {
+    Packet;
+    /// The flags byte.
+    flags, set_flags: u8 @ field::FLAGS;
+}
+
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks that the 8-byte header is there (`Truncated` otherwise).
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -41,11 +47,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Length of the header: always [`HEADER_LEN`].
     pub const fn header_len() -> usize {
         HEADER_LEN
-    }
-
-    getters! {
-        /// The flags byte.
-        fn flags -> u8 = u8_at(field::FLAGS);
     }
 
     /// Whether the I flag (VNI valid) is set.
@@ -66,9 +67,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     setters! {
-        /// Sets the flags byte.
-        fn set_flags(flags: u8) = set_u8(field::FLAGS);
-
         /// Sets the VNI (low 24 bits).
         fn set_vni(vni: u32) = set_u24(field::VNI);
     }

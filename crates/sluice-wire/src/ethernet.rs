@@ -67,13 +67,10 @@ view! {
     ///
     /// Contract: once [`Frame::new_checked`] (or [`Frame::check_len`]) succeeded, the buffer holds at
     /// least [`HEADER_LEN`] bytes and no accessor panics.
-    pub struct Frame;
-}
-
-fields! {
-    Frame;
-    /// The EtherType (a VLAN TPID when the frame is tagged).
-    ethertype, set_ethertype: u16 @ field::ETHERTYPE;
+    pub struct Frame {
+        /// The EtherType (a VLAN TPID when the frame is tagged).
+        ethertype, set_ethertype: u16 @ field::ETHERTYPE;
+    }
 }
 
 impl<T: AsRef<[u8]>> Frame<T> {
@@ -150,15 +147,7 @@ impl Repr {
         })
     }
 
-    /// Length of the emitted header: [`HEADER_LEN`].
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// Bytes [`Repr::emit`] writes: [`HEADER_LEN`].
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr_len!(HEADER_LEN);
 
     /// Writes the header into the first [`HEADER_LEN`] bytes of `frame` (which must be that long:
     /// [`OutOfRange`] at the first field that does not fit).

@@ -156,13 +156,10 @@ view! {
     /// A zero-copy view of a Geneve header, its options and the inner frame.
     ///
     /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-    pub struct Packet;
-}
-
-fields! {
-    Packet;
-    /// The protocol type of the inner frame (an EtherType; 0x6558 for Ethernet).
-    protocol_type, set_protocol_type: u16 @ field::PROTOCOL;
+    pub struct Packet {
+        /// The protocol type of the inner frame (an EtherType; 0x6558 for Ethernet).
+        protocol_type, set_protocol_type: u16 @ field::PROTOCOL;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {

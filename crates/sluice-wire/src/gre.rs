@@ -40,16 +40,13 @@ view! {
     /// A zero-copy view of a GRE header and its payload.
     ///
     /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-    pub struct Packet;
-}
+    pub struct Packet {
+        /// The flags-and-version word.
+        flags, set_flags: u16 @ field::FLAGS_VERSION;
 
-fields! {
-    Packet;
-    /// The flags-and-version word.
-    flags, set_flags: u16 @ field::FLAGS_VERSION;
-
-    /// The protocol type of the payload (an EtherType).
-    protocol_type, set_protocol_type: u16 @ field::PROTOCOL;
+        /// The protocol type of the payload (an EtherType).
+        protocol_type, set_protocol_type: u16 @ field::PROTOCOL;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {

@@ -70,25 +70,22 @@ view! {
     ///
     /// Contract: once [`Packet::new_checked`] or [`Packet::new_checked_v6`] succeeded, no accessor
     /// panics.
-    pub struct Packet;
-}
+    pub struct Packet {
+        /// Message type.
+        msg_type, set_msg_type: u8 @ field::TYPE;
 
-fields! {
-    Packet;
-    /// Message type.
-    msg_type, set_msg_type: u8 @ field::TYPE;
+        /// Message code.
+        code, set_code: u8 @ field::CODE;
 
-    /// Message code.
-    code, set_code: u8 @ field::CODE;
+        /// The checksum field.
+        checksum, set_checksum: u16 @ field::CHECKSUM;
 
-    /// The checksum field.
-    checksum, set_checksum: u16 @ field::CHECKSUM;
+        /// Echo request/reply identifier (first two rest-of-header bytes).
+        echo_ident, set_echo_ident: u16 @ field::ECHO_IDENT;
 
-    /// Echo request/reply identifier (first two rest-of-header bytes).
-    echo_ident, set_echo_ident: u16 @ field::ECHO_IDENT;
-
-    /// Echo request/reply sequence number (last two rest-of-header bytes).
-    echo_seq, set_echo_seq: u16 @ field::ECHO_SEQ;
+        /// Echo request/reply sequence number (last two rest-of-header bytes).
+        echo_seq, set_echo_seq: u16 @ field::ECHO_SEQ;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
@@ -170,15 +167,7 @@ impl Repr {
         }
     }
 
-    /// Length of the header: [`HEADER_LEN`].
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// Bytes [`Repr::emit`] writes: [`HEADER_LEN`] (the body is the caller's).
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr_len!(HEADER_LEN);
 
     /// Writes the header into `packet` (which must hold 8 bytes); checksum zero.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(

@@ -202,25 +202,22 @@ view! {
     /// A zero-copy view of an IPv4 header and its payload.
     ///
     /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics (see the module docs).
-    pub struct Packet;
-}
+    pub struct Packet {
+        /// Total length of the IP packet (header and payload).
+        total_len, set_total_len: u16 @ field::LENGTH;
 
-fields! {
-    Packet;
-    /// Total length of the IP packet (header and payload).
-    total_len, set_total_len: u16 @ field::LENGTH;
+        /// Identification.
+        ident, set_ident: u16 @ field::IDENT;
 
-    /// Identification.
-    ident, set_ident: u16 @ field::IDENT;
+        /// Time to live.
+        ttl, set_ttl: u8 @ field::TTL;
 
-    /// Time to live.
-    ttl, set_ttl: u8 @ field::TTL;
+        /// The protocol of the payload ([`crate::ip_proto`]).
+        protocol, set_protocol: u8 @ field::PROTOCOL;
 
-    /// The protocol of the payload ([`crate::ip_proto`]).
-    protocol, set_protocol: u8 @ field::PROTOCOL;
-
-    /// The header checksum field.
-    header_checksum, set_header_checksum: u16 @ field::CHECKSUM;
+        /// The header checksum field.
+        header_checksum, set_header_checksum: u16 @ field::CHECKSUM;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {

@@ -76,19 +76,16 @@ view! {
     /// A zero-copy view of an IPv6 fixed header and its payload.
     ///
     /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-    pub struct Packet;
-}
+    pub struct Packet {
+        /// Payload length (bytes after the fixed header, extension headers included).
+        payload_len, set_payload_len: u16 @ field::LENGTH;
 
-fields! {
-    Packet;
-    /// Payload length (bytes after the fixed header, extension headers included).
-    payload_len, set_payload_len: u16 @ field::LENGTH;
+        /// The next header: first extension header or upper-layer protocol.
+        next_header, set_next_header: u8 @ field::NXT_HDR;
 
-    /// The next header: first extension header or upper-layer protocol.
-    next_header, set_next_header: u8 @ field::NXT_HDR;
-
-    /// Hop limit.
-    hop_limit, set_hop_limit: u8 @ field::HOP_LIMIT;
+        /// Hop limit.
+        hop_limit, set_hop_limit: u8 @ field::HOP_LIMIT;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
@@ -285,19 +282,16 @@ view! {
     ///
     /// Contract: once [`ExtHeader::new_checked`] succeeded, the whole header is in the buffer and no
     /// accessor panics. Its errors name `Layer::Ipv6Ext(0)` since the view does not know its kind.
-    pub struct ExtHeader;
-}
+    pub struct ExtHeader {
+        /// The next header.
+        next_header, set_next_header: u8 @ ext_field::NXT_HDR;
 
-fields! {
-    ExtHeader;
-    /// The next header.
-    next_header, set_next_header: u8 @ ext_field::NXT_HDR;
+        /// The raw length field, in 8-byte units not counting the first 8 bytes.
+        hdr_ext_len, set_hdr_ext_len: u8 @ ext_field::LENGTH;
 
-    /// The raw length field, in 8-byte units not counting the first 8 bytes.
-    hdr_ext_len, set_hdr_ext_len: u8 @ ext_field::LENGTH;
-
-    /// Routing header only: segments left.
-    segments_left, set_segments_left: u8 @ ext_field::SEGMENTS_LEFT;
+        /// Routing header only: segments left.
+        segments_left, set_segments_left: u8 @ ext_field::SEGMENTS_LEFT;
+    }
 }
 
 impl<T: AsRef<[u8]>> ExtHeader<T> {
@@ -412,16 +406,13 @@ view! {
     /// offset(13 bits) + reserved(2) + M(1), identification(4).
     ///
     /// Contract: once [`FragmentHeader::new_checked`] succeeded, no accessor panics.
-    pub struct FragmentHeader;
-}
+    pub struct FragmentHeader {
+        /// The next header (of the fragmentable part).
+        next_header, set_next_header: u8 @ ext_field::NXT_HDR;
 
-fields! {
-    FragmentHeader;
-    /// The next header (of the fragmentable part).
-    next_header, set_next_header: u8 @ ext_field::NXT_HDR;
-
-    /// Identification.
-    ident, set_ident: u32 @ ext_field::FRAG_IDENT;
+        /// Identification.
+        ident, set_ident: u32 @ ext_field::FRAG_IDENT;
+    }
 }
 
 impl<T: AsRef<[u8]>> FragmentHeader<T> {
@@ -505,15 +496,7 @@ impl FragmentRepr {
         })
     }
 
-    /// Length of the header: [`FRAGMENT_LEN`].
-    pub const fn header_len(&self) -> usize {
-        FRAGMENT_LEN
-    }
-
-    /// Bytes [`FragmentRepr::emit`] writes: [`FRAGMENT_LEN`].
-    pub const fn buffer_len(&self) -> usize {
-        FRAGMENT_LEN
-    }
+    fixed_repr_len!(FRAGMENT_LEN);
 
     /// Writes the header (reserved fields zero) into `header`, which must hold 8 bytes.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
@@ -536,22 +519,19 @@ view! {
     ///
     /// Contract: once [`AuthHeader::new_checked`] succeeded, the whole header is in the buffer and no
     /// accessor panics.
-    pub struct AuthHeader;
-}
+    pub struct AuthHeader {
+        /// The next header.
+        next_header, set_next_header: u8 @ ext_field::NXT_HDR;
 
-fields! {
-    AuthHeader;
-    /// The next header.
-    next_header, set_next_header: u8 @ ext_field::NXT_HDR;
+        /// The raw payload length field (4-byte words minus 2).
+        payload_len, set_payload_len: u8 @ ext_field::LENGTH;
 
-    /// The raw payload length field (4-byte words minus 2).
-    payload_len, set_payload_len: u8 @ ext_field::LENGTH;
+        /// Security parameters index.
+        spi, set_spi: u32 @ ext_field::AH_SPI;
 
-    /// Security parameters index.
-    spi, set_spi: u32 @ ext_field::AH_SPI;
-
-    /// Sequence number.
-    seq_number, set_seq_number: u32 @ ext_field::AH_SEQ;
+        /// Sequence number.
+        seq_number, set_seq_number: u32 @ ext_field::AH_SEQ;
+    }
 }
 
 impl<T: AsRef<[u8]>> AuthHeader<T> {

@@ -26,22 +26,19 @@ view! {
     /// A zero-copy view of an SCTP common header and its chunks.
     ///
     /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-    pub struct Packet;
-}
+    pub struct Packet {
+        /// Source port.
+        src_port, set_src_port: u16 @ field::SRC_PORT;
 
-fields! {
-    Packet;
-    /// Source port.
-    src_port, set_src_port: u16 @ field::SRC_PORT;
+        /// Destination port.
+        dst_port, set_dst_port: u16 @ field::DST_PORT;
 
-    /// Destination port.
-    dst_port, set_dst_port: u16 @ field::DST_PORT;
+        /// Verification tag.
+        verification_tag, set_verification_tag: u32 @ field::VERIFICATION_TAG;
 
-    /// Verification tag.
-    verification_tag, set_verification_tag: u32 @ field::VERIFICATION_TAG;
-
-    /// The CRC32c checksum field, as the big-endian number on the wire.
-    checksum, set_checksum: u32 @ field::CHECKSUM;
+        /// The CRC32c checksum field, as the big-endian number on the wire.
+        checksum, set_checksum: u32 @ field::CHECKSUM;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
@@ -90,15 +87,7 @@ impl Repr {
         })
     }
 
-    /// Length of the common header: [`HEADER_LEN`].
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// Bytes [`Repr::emit`] writes: [`HEADER_LEN`].
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr_len!(HEADER_LEN);
 
     /// Writes the common header into `packet` (which must hold 12 bytes); checksum zero.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(

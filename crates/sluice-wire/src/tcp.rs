@@ -377,31 +377,28 @@ view! {
     /// A zero-copy view of a TCP header and its payload.
     ///
     /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-    pub struct Packet;
-}
+    pub struct Packet {
+        /// Source port.
+        src_port, set_src_port: u16 @ field::SRC_PORT;
 
-fields! {
-    Packet;
-    /// Source port.
-    src_port, set_src_port: u16 @ field::SRC_PORT;
+        /// Destination port.
+        dst_port, set_dst_port: u16 @ field::DST_PORT;
 
-    /// Destination port.
-    dst_port, set_dst_port: u16 @ field::DST_PORT;
+        /// Sequence number.
+        seq_number, set_seq_number: u32 @ field::SEQ_NUM;
 
-    /// Sequence number.
-    seq_number, set_seq_number: u32 @ field::SEQ_NUM;
+        /// Acknowledgment number.
+        ack_number, set_ack_number: u32 @ field::ACK_NUM;
 
-    /// Acknowledgment number.
-    ack_number, set_ack_number: u32 @ field::ACK_NUM;
+        /// Window size (unscaled).
+        window_len, set_window_len: u16 @ field::WIN_SIZE;
 
-    /// Window size (unscaled).
-    window_len, set_window_len: u16 @ field::WIN_SIZE;
+        /// The checksum field.
+        checksum, set_checksum: u16 @ field::CHECKSUM;
 
-    /// The checksum field.
-    checksum, set_checksum: u16 @ field::CHECKSUM;
-
-    /// Urgent pointer.
-    urgent_ptr, set_urgent_ptr: u16 @ field::URGENT;
+        /// Urgent pointer.
+        urgent_ptr, set_urgent_ptr: u16 @ field::URGENT;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {

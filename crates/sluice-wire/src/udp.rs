@@ -28,23 +28,20 @@ view! {
     /// A zero-copy view of a UDP header and its payload.
     ///
     /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-    pub struct Packet;
-}
+    pub struct Packet {
+        /// Source port.
+        src_port, set_src_port: u16 @ field::SRC_PORT;
 
-fields! {
-    Packet;
-    /// Source port.
-    src_port, set_src_port: u16 @ field::SRC_PORT;
+        /// Destination port.
+        dst_port, set_dst_port: u16 @ field::DST_PORT;
 
-    /// Destination port.
-    dst_port, set_dst_port: u16 @ field::DST_PORT;
+        /// The length field: header plus payload.
+        #[allow(clippy::len_without_is_empty)] // a field accessor, not a container length
+        len, set_len: u16 @ field::LENGTH;
 
-    /// The length field: header plus payload.
-    #[allow(clippy::len_without_is_empty)] // a field accessor, not a container length
-    len, set_len: u16 @ field::LENGTH;
-
-    /// The checksum field (0 means none over IPv4).
-    checksum, set_checksum: u16 @ field::CHECKSUM;
+        /// The checksum field (0 means none over IPv4).
+        checksum, set_checksum: u16 @ field::CHECKSUM;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {

@@ -6,9 +6,10 @@
 
 /// Declares a zero-copy header view `pub struct $name<T: AsRef<[u8]>> { buffer: T }` with the
 /// constructors every view shares: `new_unchecked`, `new_checked` (which calls the view's own
-/// `check_len`, written next to it) and `into_inner`. The struct's doc comment is passed through.
+/// `check_len`, written next to it) and `into_inner`. The struct's doc comment is passed through;
+/// its braces hold the `fields!` entries of its plain fields.
 macro_rules! view {
-    ($(#[$attr:meta])* pub struct $name:ident;) => {
+    ($(#[$attr:meta])* pub struct $name:ident { $($fields:tt)* }) => {
         $(#[$attr])*
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub struct $name<T: AsRef<[u8]>> {
@@ -33,6 +34,8 @@ macro_rules! view {
                 self.buffer
             }
         }
+
+        fields! { $name; $($fields)* }
     };
 }
 
@@ -62,6 +65,24 @@ macro_rules! fields {
                     <$ty as $crate::view::Field>::write(self.buffer.as_mut(), $at, value)
                 }
             )*
+        }
+    };
+}
+
+/// `header_len` and `buffer_len` of a fixed-length `Repr` (it writes only its header): both the
+/// constant `$len`.
+macro_rules! fixed_repr_len {
+    ($len:ident) => {
+        #[doc = concat!("Length of the header: [`", stringify!($len), "`].")]
+        pub const fn header_len(&self) -> usize {
+            $len
+        }
+
+        #[doc = concat!(
+            "Bytes `emit` writes: [`", stringify!($len), "`] (what follows the header is the caller's)."
+        )]
+        pub const fn buffer_len(&self) -> usize {
+            $len
         }
     };
 }

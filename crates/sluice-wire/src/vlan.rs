@@ -43,16 +43,13 @@ view! {
     ///
     /// Contract: once [`Tag::new_checked`] succeeded, the buffer holds at least [`HEADER_LEN`] bytes
     /// and no accessor panics.
-    pub struct Tag;
-}
+    pub struct Tag {
+        /// The 16-bit tag control information.
+        tci, set_tci: u16 @ field::TCI;
 
-fields! {
-    Tag;
-    /// The 16-bit tag control information.
-    tci, set_tci: u16 @ field::TCI;
-
-    /// The type after the tag: the inner EtherType, or the TPID of the next tag.
-    next_type, set_next_type: u16 @ field::NEXT_TYPE;
+        /// The type after the tag: the inner EtherType, or the TPID of the next tag.
+        next_type, set_next_type: u16 @ field::NEXT_TYPE;
+    }
 }
 
 impl<T: AsRef<[u8]>> Tag<T> {
@@ -154,15 +151,7 @@ impl Repr {
         .tci()
     }
 
-    /// Length of the view: [`HEADER_LEN`].
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// Bytes [`Repr::emit`] writes: [`HEADER_LEN`].
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr_len!(HEADER_LEN);
 
     /// Writes TCI and next type into `tag` (which must hold [`HEADER_LEN`] bytes).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, tag: &mut Tag<T>) -> Result<(), OutOfRange> {

@@ -29,13 +29,10 @@ view! {
     /// A zero-copy view of a VXLAN header and the inner frame.
     ///
     /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-    pub struct Packet;
-}
-
-fields! {
-    Packet;
-    /// The flags byte.
-    flags, set_flags: u8 @ field::FLAGS;
+    pub struct Packet {
+        /// The flags byte.
+        flags, set_flags: u8 @ field::FLAGS;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
@@ -94,15 +91,7 @@ impl Repr {
         Ok(Repr { vni: packet.vni() })
     }
 
-    /// Length of the header: [`HEADER_LEN`].
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// Bytes [`Repr::emit`] writes: [`HEADER_LEN`].
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr_len!(HEADER_LEN);
 
     /// Writes the header (I flag set, reserved fields zero) into `packet`, which must hold 8
     /// bytes. Only the low 24 bits of `vni` are written.

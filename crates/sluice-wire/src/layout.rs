@@ -453,6 +453,10 @@ struct L4Start {
     jumbo: bool,
 }
 
+/// What an IP header's parse returns: where L4 starts (`None` for a non-first fragment), or why
+/// the header is refused.
+type L4Result = Result<Option<L4Start>, ParseError>;
+
 fn walk(frame: &[u8], cfg: &ParseConfig, layout: &mut Layout) -> Result<(), ParseError> {
     let mut outer = Stack {
         cfg,
@@ -544,18 +548,10 @@ impl Stack<'_> {
     }
 
     /// IPv4 with options; returns where L4 starts, or `None` for a non-first fragment.
-    fn ipv4(
-        &mut self,
-        buf: &[u8],
-        off: usize,
-        h: &mut Headers,
-    ) -> Result<Option<L4Start>, ParseError> {
+    fn ipv4(&mut self, buf: &[u8], off: usize, h: &mut Headers) -> L4Result {
         let ip = ipv4::Packet::new_unchecked(fixed::<20>(buf, off, Layer::Ipv4)?);
+        expect_version(Layer::Ipv4, off, ip.version(), 4)?;
         let have = buf.len().saturating_sub(off);
-        let version = ip.version();
-        if version != 4 {
-            return Err(error(Layer::Ipv4, off, Reason::BadVersion(version)));
-        }
         let ihl = ip.ihl();
         if ihl < 5 {
             return Err(error(Layer::Ipv4, off, Reason::BadIhl(ihl)));
@@ -603,18 +599,10 @@ impl Stack<'_> {
 
     /// IPv6 and its extension headers; returns where L4 starts, or `None` for a non-first
     /// fragment.
-    fn ipv6(
-        &mut self,
-        buf: &[u8],
-        off: usize,
-        h: &mut Headers,
-    ) -> Result<Option<L4Start>, ParseError> {
+    fn ipv6(&mut self, buf: &[u8], off: usize, h: &mut Headers) -> L4Result {
         let ip = ipv6::Packet::new_unchecked(fixed::<40>(buf, off, Layer::Ipv6)?);
+        expect_version(Layer::Ipv6, off, ip.version(), 6)?;
         let have = buf.len().saturating_sub(off);
-        let version = ip.version();
-        if version != 6 {
-            return Err(error(Layer::Ipv6, off, Reason::BadVersion(version)));
-        }
         let payload_len = usize::from(ip.payload_len());
         let mut next = ip.next_header();
         // RFC 2675: a jumbogram has payload length 0 and its real length in a hop-by-hop option;
@@ -862,6 +850,16 @@ fn fixed<const N: usize>(buf: &[u8], off: usize, layer: Layer) -> Result<&[u8; N
             let have = buf.len().saturating_sub(off);
             Err(error(layer, off, Reason::Truncated { need: N, have }))
         }
+    }
+}
+
+/// `BadVersion` at `off` unless an IP header's `version` is `want`.
+#[inline]
+const fn expect_version(layer: Layer, off: usize, version: u8, want: u8) -> Result<(), ParseError> {
+    if version == want {
+        Ok(())
+    } else {
+        Err(error(layer, off, Reason::BadVersion(version)))
     }
 }
 

@@ -550,8 +550,8 @@ impl Stack<'_> {
     /// IPv4 with options; returns where L4 starts, or `None` for a non-first fragment.
     fn ipv4(&mut self, buf: &[u8], off: usize, h: &mut Headers) -> L4Result {
         let ip = ipv4::Packet::new_unchecked(fixed::<20>(buf, off, Layer::Ipv4)?);
-        expect_version(Layer::Ipv4, off, ip.version(), 4)?;
         let have = buf.len().saturating_sub(off);
+        expect_version(Layer::Ipv4, off, ip.version(), 4)?;
         let ihl = ip.ihl();
         if ihl < 5 {
             return Err(error(Layer::Ipv4, off, Reason::BadIhl(ihl)));
@@ -601,8 +601,8 @@ impl Stack<'_> {
     /// fragment.
     fn ipv6(&mut self, buf: &[u8], off: usize, h: &mut Headers) -> L4Result {
         let ip = ipv6::Packet::new_unchecked(fixed::<40>(buf, off, Layer::Ipv6)?);
-        expect_version(Layer::Ipv6, off, ip.version(), 6)?;
         let have = buf.len().saturating_sub(off);
+        expect_version(Layer::Ipv6, off, ip.version(), 6)?;
         let payload_len = usize::from(ip.payload_len());
         let mut next = ip.next_header();
         // RFC 2675: a jumbogram has payload length 0 and its real length in a hop-by-hop option;

@@ -74,15 +74,7 @@ view! {
 }
 
 impl<T: AsRef<[u8]>> Frame<T> {
-    /// Checks that the buffer holds the 14-byte header (`Reason::Truncated` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        crate::view::need(Layer::Eth, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Length of the header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
+    fixed_view_len!(HEADER_LEN, Layer::Eth);
 
     /// The destination address.
     pub fn dst_addr(&self) -> Address {

@@ -96,19 +96,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(packet)
     }
 
-    /// Checks that the 8-byte header is there (`Truncated` for `Layer::Icmp` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        view::need(Layer::Icmp, HEADER_LEN, self.buffer.as_ref().len())
-    }
+    fixed_view_len!(HEADER_LEN, Layer::Icmp);
 
     /// Checks that the 8-byte header is there (`Truncated` for `Layer::Icmpv6` otherwise).
     pub fn check_len_v6(&self) -> Result<(), ParseError> {
         view::need(Layer::Icmpv6, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Length of the header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
     }
 
     getters! {

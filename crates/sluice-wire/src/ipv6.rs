@@ -105,10 +105,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
 
-    /// Length of the fixed header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
+    fixed_view_len!(HEADER_LEN);
 
     fn word0(&self) -> u32 {
         u32_at(self.buffer.as_ref(), field::VER_TC_FLOW)
@@ -416,16 +413,7 @@ view! {
 }
 
 impl<T: AsRef<[u8]>> FragmentHeader<T> {
-    /// Checks that the 8 bytes are there (`Truncated` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        let layer = Layer::Ipv6Ext(ip_proto::FRAGMENT);
-        view::need(layer, FRAGMENT_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Length of the header: always [`FRAGMENT_LEN`].
-    pub const fn header_len() -> usize {
-        FRAGMENT_LEN
-    }
+    fixed_view_len!(FRAGMENT_LEN, Layer::Ipv6Ext(ip_proto::FRAGMENT));
 
     /// Fragment offset in bytes (the 13-bit field times 8).
     pub fn frag_offset(&self) -> u16 {

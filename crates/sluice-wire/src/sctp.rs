@@ -8,7 +8,7 @@
 use crate::bytes::OutOfRange;
 use crate::error::ParseError;
 use crate::layout::Layer;
-use crate::view::{self, range, range_mut};
+use crate::view::{range, range_mut};
 
 /// Byte offsets of the SCTP common header.
 mod field {
@@ -42,15 +42,7 @@ view! {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Checks that the 12-byte common header is there (`Truncated` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        view::need(Layer::Sctp, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Length of the common header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
+    fixed_view_len!(HEADER_LEN, Layer::Sctp);
 
     /// The chunks after the common header.
     pub fn payload(&self) -> &[u8] {

@@ -57,10 +57,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
 
-    /// Length of the header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
+    fixed_view_len!(HEADER_LEN);
 
     /// The payload: bytes 8 to the length field.
     pub fn payload(&self) -> &[u8] {

@@ -69,6 +69,28 @@ macro_rules! fields {
     };
 }
 
+/// `header_len()` of a fixed-length view: always the constant `$len`. Given the view's layer
+/// too, also its `check_len`: `Truncated` for `$layer` unless the buffer holds `$len` bytes.
+macro_rules! fixed_view_len {
+    ($len:ident) => {
+        #[doc = concat!("Length of the header: always [`", stringify!($len), "`].")]
+        pub const fn header_len() -> usize {
+            $len
+        }
+    };
+    ($len:ident, $layer:expr) => {
+        #[doc = concat!(
+            "Checks that the buffer holds the [`", stringify!($len), "`] bytes of the header ",
+            "(`Truncated` for `", stringify!($layer), "` otherwise)."
+        )]
+        pub fn check_len(&self) -> Result<(), $crate::error::ParseError> {
+            $crate::view::need($layer, $len, self.buffer.as_ref().len())
+        }
+
+        fixed_view_len!($len);
+    };
+}
+
 /// `header_len` and `buffer_len` of a fixed-length `Repr` (it writes only its header): both the
 /// constant `$len`.
 macro_rules! fixed_repr_len {

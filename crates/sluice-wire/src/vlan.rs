@@ -53,15 +53,7 @@ view! {
 }
 
 impl<T: AsRef<[u8]>> Tag<T> {
-    /// Checks that the buffer holds TCI and next type (`Reason::Truncated` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        view::need(Layer::Vlan, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Length of the view: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
+    fixed_view_len!(HEADER_LEN, Layer::Vlan);
 
     /// Priority code point (0–7).
     pub fn pcp(&self) -> u8 {

@@ -36,15 +36,7 @@ view! {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Checks that the 8-byte header is there (`Truncated` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        view::need(Layer::Vxlan, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Length of the header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
+    fixed_view_len!(HEADER_LEN, Layer::Vxlan);
 
     /// Whether the I flag (VNI valid) is set.
     pub fn vni_valid(&self) -> bool {

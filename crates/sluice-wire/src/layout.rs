@@ -552,18 +552,7 @@ impl Stack<'_> {
         let ip = ipv4::Packet::new_unchecked(fixed::<20>(buf, off, Layer::Ipv4)?);
         let have = buf.len().saturating_sub(off);
         expect_version(Layer::Ipv4, off, ip.version(), 4)?;
-        let ihl = ip.ihl();
-        if ihl < 5 {
-            return Err(error(Layer::Ipv4, off, Reason::BadIhl(ihl)));
-        }
-        let hlen = usize::from(ihl) * 4;
-        if hlen > have {
-            return Err(error(
-                Layer::Ipv4,
-                off,
-                Reason::Truncated { need: hlen, have },
-            ));
-        }
+        let hlen = word_len(Layer::Ipv4, off, ip.ihl(), have, Reason::BadIhl)?;
         let total = usize::from(ip.total_len());
         if total < hlen || total > have {
             let reason = Reason::BadTotalLength {
@@ -675,18 +664,8 @@ impl Stack<'_> {
         let (layer, hlen) = match at.proto {
             TCP => {
                 let tcp = tcp::Packet::new_unchecked(fixed::<20>(buf, off, Layer::Tcp)?);
-                let data_offset = tcp.data_offset();
-                if data_offset < 5 {
-                    return Err(error(Layer::Tcp, off, Reason::BadDataOffset(data_offset)));
-                }
-                let hlen = usize::from(data_offset) * 4;
-                if hlen > have {
-                    return Err(error(
-                        Layer::Tcp,
-                        off,
-                        Reason::Truncated { need: hlen, have },
-                    ));
-                }
+                let words = tcp.data_offset();
+                let hlen = word_len(Layer::Tcp, off, words, have, Reason::BadDataOffset)?;
                 (Layer::Tcp, hlen)
             }
             UDP => return self.udp(buf, at, h),
@@ -851,6 +830,26 @@ fn fixed<const N: usize>(buf: &[u8], off: usize, layer: Layer) -> Result<&[u8; N
             Err(error(layer, off, Reason::Truncated { need: N, have }))
         }
     }
+}
+
+/// The length of a header whose length field counts 4-byte `words` (IPv4 IHL, TCP data offset):
+/// `bad(words)` below the 5-word minimum, `Truncated` beyond the `have` bytes at `off`.
+#[inline]
+fn word_len(
+    layer: Layer,
+    off: usize,
+    words: u8,
+    have: usize,
+    bad: fn(u8) -> Reason,
+) -> Result<usize, ParseError> {
+    if words < 5 {
+        return Err(error(layer, off, bad(words)));
+    }
+    let hlen = usize::from(words) * 4;
+    if hlen > have {
+        return Err(error(layer, off, Reason::Truncated { need: hlen, have }));
+    }
+    Ok(hlen)
 }
 
 /// `BadVersion` at `off` unless an IP header's `version` is `want`.

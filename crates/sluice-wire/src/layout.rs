@@ -719,14 +719,14 @@ impl Stack<'_> {
         let vx = vxlan::Packet::new_unchecked(fixed::<8>(buf, off, Layer::Vxlan)?);
         let id = vx.vni_valid().then(|| vx.vni());
         self.record(Layer::Vxlan, off);
-        let tunnel = Tunnel {
-            kind: TunnelKind::Vxlan,
-            offset: off,
-            len: 8,
+        Ok(tunnel_next(
+            TunnelKind::Vxlan,
+            off,
+            8,
             id,
-            proto: crate::ethertype::TEB,
-        };
-        Ok(Next::Tunnel(tunnel, Some((Start::Eth(off + 8), buf.len()))))
+            crate::ethertype::TEB,
+            buf.len(),
+        ))
     }
 
     /// Geneve (RFC 8926): ver(2) opt_len(6), flags(1), protocol(2), VNI(3), reserved(1), then
@@ -752,16 +752,13 @@ impl Stack<'_> {
         self.record(Layer::Geneve, off);
         let proto = gn.protocol_type();
         let id = Some(gn.vni());
-        let tunnel = Tunnel {
-            kind: TunnelKind::Geneve,
-            offset: off,
-            len: hlen,
+        Ok(tunnel_next(
+            TunnelKind::Geneve,
+            off,
+            hlen,
             id,
             proto,
-        };
-        Ok(Next::Tunnel(
-            tunnel,
-            inner_start(proto, off + hlen, buf.len()),
+            buf.len(),
         ))
     }
 
@@ -791,21 +788,39 @@ impl Stack<'_> {
         h.l4 = Some(off);
         h.payload = Some(off + hlen);
         let proto = gre.protocol_type();
-        let tunnel = Tunnel {
-            kind: TunnelKind::Gre,
-            offset: off,
-            len: hlen,
+        Ok(tunnel_next(
+            TunnelKind::Gre,
+            off,
+            hlen,
             id,
             proto,
-        };
-        Ok(Next::Tunnel(
-            tunnel,
-            inner_start(proto, off + hlen, buf.len()),
+            buf.len(),
         ))
     }
 }
 
-/// Where the stack inside a Geneve or GRE tunnel starts, by the tunnel's protocol type.
+/// The tunnel of `kind` whose `hlen`-byte header at `off` carries `proto` (identified by `id`),
+/// and where the stack inside it starts (its bytes end at `end`).
+#[inline]
+fn tunnel_next(
+    kind: TunnelKind,
+    off: usize,
+    hlen: usize,
+    id: Option<u32>,
+    proto: u16,
+    end: usize,
+) -> Next {
+    let tunnel = Tunnel {
+        kind,
+        offset: off,
+        len: hlen,
+        id,
+        proto,
+    };
+    Next::Tunnel(tunnel, inner_start(proto, off + hlen, end))
+}
+
+/// Where the stack inside a VXLAN, Geneve or GRE tunnel starts, by the tunnel's protocol type.
 fn inner_start(proto: u16, off: usize, end: usize) -> Option<(Start, usize)> {
     match proto {
         crate::ethertype::TEB => Some((Start::Eth(off), end)),

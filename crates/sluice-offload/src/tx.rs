@@ -524,40 +524,29 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
     };
     let f = fix_features(features_for(&meta, &shape, dev));
 
-    // 1. Oversize (non-GSO): nothing else is worth doing.
+    // 1. Oversize: a non-GSO frame that does not fit, or a TCP / USO GSO packet whose segments
+    // would not fit (no segmentation helps): nothing else is worth doing.
     let l2_len = match meta.offsets().outer_l3 {
         Some(l3) => usize::from(l3),
         None => 14 + 4 * tags,
     } + ins;
-    if !is_gso {
-        let l3_len = (len + ins).saturating_sub(l2_len);
-        if !dev.fits(l2_len, l3_len) {
-            return TxOutcome::Dropped(DropReason::Oversize {
-                l2_len,
-                l3_len,
-                mtu: dev.mtu,
-                max_frame: dev.max_frame(),
-            });
-        }
-    }
-
-    // A TCP / USO GSO packet whose segments would not fit: no segmentation helps.
-    if matches!(
+    let l3_len = if !is_gso {
+        Some((len + ins).saturating_sub(l2_len))
+    } else if matches!(
         meta.gso_type(),
         GsoType::TcpV4 | GsoType::TcpV6 | GsoType::UdpL4
     ) {
-        if let Some(h) = hdr_end {
-            let seg_len = h + ins + usize::from(meta.segment_size());
-            let l3_len = seg_len.saturating_sub(l2_len);
-            if !dev.fits(l2_len, l3_len) {
-                return TxOutcome::Dropped(DropReason::Oversize {
-                    l2_len,
-                    l3_len,
-                    mtu: dev.mtu,
-                    max_frame: dev.max_frame(),
-                });
-            }
-        }
+        hdr_end.map(|h| (h + ins + usize::from(meta.segment_size())).saturating_sub(l2_len))
+    } else {
+        None
+    };
+    if let Some(l3_len) = l3_len.filter(|&l3_len| !dev.fits(l2_len, l3_len)) {
+        return TxOutcome::Dropped(DropReason::Oversize {
+            l2_len,
+            l3_len,
+            mtu: dev.mtu,
+            max_frame: dev.max_frame(),
+        });
     }
 
     let mut actions = TxSteps::NONE;

@@ -11,7 +11,7 @@ use crate::error::ParseError;
 use crate::layout::Layer;
 use core::fmt;
 
-use crate::view::{array_at, range, range_mut, set_bytes, set_u16, u16_at};
+use crate::view::{array_at, range, range_mut, set_bytes};
 
 /// Byte ranges of the Ethernet II header.
 mod field {
@@ -62,42 +62,19 @@ impl fmt::Display for Address {
     }
 }
 
-/// A zero-copy view of an Ethernet II frame.
-///
-/// Contract: once [`Frame::new_checked`] (or [`Frame::check_len`]) succeeded, the buffer holds at
-/// least [`HEADER_LEN`] bytes and no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Frame<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an Ethernet II frame.
+    ///
+    /// Contract: once [`Frame::new_checked`] (or [`Frame::check_len`]) succeeded, the buffer holds at
+    /// least [`HEADER_LEN`] bytes and no accessor panics.
+    pub struct Frame {
+        /// The EtherType (a VLAN TPID when the frame is tagged).
+        ethertype, set_ethertype: u16 @ field::ETHERTYPE;
+    }
 }
 
 impl<T: AsRef<[u8]>> Frame<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Frame<T> {
-        Frame { buffer }
-    }
-
-    /// Wraps a buffer after [`Frame::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Frame<T>, ParseError> {
-        let frame = Self::new_unchecked(buffer);
-        frame.check_len()?;
-        Ok(frame)
-    }
-
-    /// Checks that the buffer holds the 14-byte header (`Reason::Truncated` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        crate::view::need(Layer::Eth, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Length of the header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
+    fixed_view_len!(HEADER_LEN, Layer::Eth);
 
     /// The destination address.
     pub fn dst_addr(&self) -> Address {
@@ -107,11 +84,6 @@ impl<T: AsRef<[u8]>> Frame<T> {
     /// The source address.
     pub fn src_addr(&self) -> Address {
         Address(array_at(self.buffer.as_ref(), field::SOURCE.start))
-    }
-
-    /// The EtherType (a VLAN TPID when the frame is tagged).
-    pub fn ethertype(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::ETHERTYPE)
     }
 
     /// The bytes after the 14-byte header (VLAN tags, if any, are part of it).
@@ -130,12 +102,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     /// Sets the source address.
     pub fn set_src_addr(&mut self, addr: Address) -> Result<(), OutOfRange> {
         set_bytes(self.buffer.as_mut(), field::SOURCE.start, &addr.0)?;
-        Ok(())
-    }
-
-    /// Sets the EtherType.
-    pub fn set_ethertype(&mut self, ethertype: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::ETHERTYPE, ethertype)?;
         Ok(())
     }
 
@@ -173,15 +139,7 @@ impl Repr {
         })
     }
 
-    /// Length of the emitted header: [`HEADER_LEN`].
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// Bytes [`Repr::emit`] writes: [`HEADER_LEN`].
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr_len!(HEADER_LEN);
 
     /// Writes the header into the first [`HEADER_LEN`] bytes of `frame` (which must be that long:
     /// [`OutOfRange`] at the first field that does not fit).

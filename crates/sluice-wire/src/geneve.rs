@@ -12,8 +12,8 @@ use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::ipv4::OptionBuf;
 use crate::layout::Layer;
-use crate::view::{self, range, range_mut, set_bytes, set_u16, set_u24, set_u8};
-use crate::view::{u16_at, u24_at, u8_at};
+use crate::view::{self, range, range_mut, set_bytes, set_u16, set_u8};
+use crate::view::{u16_at, u8_at};
 
 /// Byte offsets of the Geneve header and of an option header.
 mod field {
@@ -152,27 +152,17 @@ pub fn build_options(opts: &[GeneveOption<'_>]) -> Option<Options> {
     Options::new(buf.get(..len)?)
 }
 
-/// A zero-copy view of a Geneve header, its options and the inner frame.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of a Geneve header, its options and the inner frame.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
+    pub struct Packet {
+        /// The protocol type of the inner frame (an EtherType; 0x6558 for Ethernet).
+        protocol_type, set_protocol_type: u16 @ field::PROTOCOL;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Checks the lengths: `Truncated` below 8 bytes, `GeneveOptionOverflow` when the option
     /// length runs past the buffer. The version is checked by [`Repr::parse`].
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -182,11 +172,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(view::err(Layer::Geneve, Reason::GeneveOptionOverflow));
         }
         Ok(())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The version (0 is the only one defined).
@@ -214,14 +199,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u8_at(self.buffer.as_ref(), field::FLAGS) & FLAG_CRITICAL != 0
     }
 
-    /// The protocol type of the inner frame (an EtherType; 0x6558 for Ethernet).
-    pub fn protocol_type(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::PROTOCOL)
-    }
-
-    /// The 24-bit virtual network identifier.
-    pub fn vni(&self) -> u32 {
-        u24_at(self.buffer.as_ref(), field::VNI)
+    getters! {
+        /// The 24-bit virtual network identifier.
+        fn vni -> u32 = u24_at(field::VNI);
     }
 
     /// The option area.
@@ -274,16 +254,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         Ok(())
     }
 
-    /// Sets the protocol type.
-    pub fn set_protocol_type(&mut self, protocol: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::PROTOCOL, protocol)?;
-        Ok(())
-    }
-
-    /// Sets the VNI (low 24 bits).
-    pub fn set_vni(&mut self, vni: u32) -> Result<(), OutOfRange> {
-        set_u24(self.buffer.as_mut(), field::VNI, vni)?;
-        Ok(())
+    setters! {
+        /// Sets the VNI (low 24 bits).
+        fn set_vni(vni: u32) = set_u24(field::VNI);
     }
 
     /// The option area, mutably.

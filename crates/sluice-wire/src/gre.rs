@@ -11,7 +11,7 @@
 use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
-use crate::view::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
+use crate::view::{self, range, range_mut, set_u32, u16_at, u32_at};
 
 /// Byte offsets of the fixed part of the GRE header.
 mod field {
@@ -36,27 +36,20 @@ pub const FLAG_S: u16 = 0x1000;
 /// Mask of the version bits.
 pub const VERSION_MASK: u16 = 0x0007;
 
-/// A zero-copy view of a GRE header and its payload.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of a GRE header and its payload.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
+    pub struct Packet {
+        /// The flags-and-version word.
+        flags, set_flags: u16 @ field::FLAGS_VERSION;
+
+        /// The protocol type of the payload (an EtherType).
+        protocol_type, set_protocol_type: u16 @ field::PROTOCOL;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Checks the header: `Truncated` below 4 bytes or when the optional fields do not fit,
     /// `BadField("gre routing")` when R is set, `BadField("gre version")` for a non-zero version.
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -69,16 +62,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(view::err(Layer::Gre, Reason::BadField("gre version")));
         }
         view::need(Layer::Gre, self.header_len(), have)
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// The flags-and-version word.
-    pub fn flags(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::FLAGS_VERSION)
     }
 
     /// Whether the checksum (and reserved) field is present (C).
@@ -104,11 +87,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The version (0 for GRE proper).
     pub fn version(&self) -> u8 {
         (self.flags() & VERSION_MASK) as u8
-    }
-
-    /// The protocol type of the payload (an EtherType).
-    pub fn protocol_type(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::PROTOCOL)
     }
 
     /// Header length in bytes: 4, plus 4 for each of C, K and S.
@@ -150,19 +128,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets the flags-and-version word. Changing C, K or S moves the fields after them: set the
-    /// flags first, then the fields.
-    pub fn set_flags(&mut self, flags: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::FLAGS_VERSION, flags)?;
-        Ok(())
-    }
-
-    /// Sets the protocol type.
-    pub fn set_protocol_type(&mut self, protocol: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::PROTOCOL, protocol)?;
-        Ok(())
-    }
-
     /// Sets the checksum (and zeroes the reserved field); does nothing unless C is set.
     pub fn set_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
         if self.checksum_present() {

@@ -9,8 +9,7 @@
 use crate::bytes::OutOfRange;
 use crate::error::ParseError;
 use crate::layout::Layer;
-use crate::view::{self, array_at, range, range_mut, set_bytes, set_u16, set_u8};
-use crate::view::{u16_at, u8_at};
+use crate::view::{self, range, range_mut, set_bytes};
 
 /// Byte offsets of the ICMP/ICMPv6 header.
 mod field {
@@ -66,28 +65,30 @@ pub mod icmpv6_type {
     pub const NEIGHBOR_ADVERT: u8 = 136;
 }
 
-/// A zero-copy view of an ICMP or ICMPv6 header and its body.
-///
-/// Contract: once [`Packet::new_checked`] or [`Packet::new_checked_v6`] succeeded, no accessor
-/// panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an ICMP or ICMPv6 header and its body.
+    ///
+    /// Contract: once [`Packet::new_checked`] or [`Packet::new_checked_v6`] succeeded, no accessor
+    /// panics.
+    pub struct Packet {
+        /// Message type.
+        msg_type, set_msg_type: u8 @ field::TYPE;
+
+        /// Message code.
+        code, set_code: u8 @ field::CODE;
+
+        /// The checksum field.
+        checksum, set_checksum: u16 @ field::CHECKSUM;
+
+        /// Echo request/reply identifier (first two rest-of-header bytes).
+        echo_ident, set_echo_ident: u16 @ field::ECHO_IDENT;
+
+        /// Echo request/reply sequence number (last two rest-of-header bytes).
+        echo_seq, set_echo_seq: u16 @ field::ECHO_SEQ;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps an ICMP buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Wraps an ICMPv6 buffer after [`Packet::check_len_v6`].
     pub fn new_checked_v6(buffer: T) -> Result<Packet<T>, ParseError> {
         let packet = Self::new_unchecked(buffer);
@@ -95,54 +96,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(packet)
     }
 
-    /// Checks that the 8-byte header is there (`Truncated` for `Layer::Icmp` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        view::need(Layer::Icmp, HEADER_LEN, self.buffer.as_ref().len())
-    }
+    fixed_view_len!(HEADER_LEN, Layer::Icmp);
 
     /// Checks that the 8-byte header is there (`Truncated` for `Layer::Icmpv6` otherwise).
     pub fn check_len_v6(&self) -> Result<(), ParseError> {
         view::need(Layer::Icmpv6, HEADER_LEN, self.buffer.as_ref().len())
     }
 
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Length of the header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
-
-    /// Message type.
-    pub fn msg_type(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::TYPE)
-    }
-
-    /// Message code.
-    pub fn code(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::CODE)
-    }
-
-    /// The checksum field.
-    pub fn checksum(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::CHECKSUM)
-    }
-
-    /// The 4 type-specific bytes after the checksum.
-    pub fn rest_of_header(&self) -> [u8; 4] {
-        array_at(self.buffer.as_ref(), field::REST)
-    }
-
-    /// Echo request/reply identifier (first two rest-of-header bytes).
-    pub fn echo_ident(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::ECHO_IDENT)
-    }
-
-    /// Echo request/reply sequence number (last two rest-of-header bytes).
-    pub fn echo_seq(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::ECHO_SEQ)
+    getters! {
+        /// The 4 type-specific bytes after the checksum.
+        fn rest_of_header -> [u8; 4] = array_at(field::REST);
     }
 
     /// The message body after the 8-byte header.
@@ -152,39 +115,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets the message type.
-    pub fn set_msg_type(&mut self, msg_type: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::TYPE, msg_type)?;
-        Ok(())
-    }
-
-    /// Sets the message code.
-    pub fn set_code(&mut self, code: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::CODE, code)?;
-        Ok(())
-    }
-
-    /// Sets the checksum field.
-    pub fn set_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
-        Ok(())
-    }
-
     /// Sets the 4 rest-of-header bytes.
     pub fn set_rest_of_header(&mut self, rest: [u8; 4]) -> Result<(), OutOfRange> {
         set_bytes(self.buffer.as_mut(), field::REST, &rest)?;
-        Ok(())
-    }
-
-    /// Sets the echo identifier.
-    pub fn set_echo_ident(&mut self, ident: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::ECHO_IDENT, ident)?;
-        Ok(())
-    }
-
-    /// Sets the echo sequence number.
-    pub fn set_echo_seq(&mut self, seq: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::ECHO_SEQ, seq)?;
         Ok(())
     }
 
@@ -226,15 +159,7 @@ impl Repr {
         }
     }
 
-    /// Length of the header: [`HEADER_LEN`].
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// Bytes [`Repr::emit`] writes: [`HEADER_LEN`] (the body is the caller's).
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr_len!(HEADER_LEN);
 
     /// Writes the header into `packet` (which must hold 8 bytes); checksum zero.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(

@@ -198,27 +198,29 @@ impl<'a> Iterator for Options<'a> {
     }
 }
 
-/// A zero-copy view of an IPv4 header and its payload.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an IPv4 header and its payload.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics (see the module docs).
+    pub struct Packet {
+        /// Total length of the IP packet (header and payload).
+        total_len, set_total_len: u16 @ field::LENGTH;
+
+        /// Identification.
+        ident, set_ident: u16 @ field::IDENT;
+
+        /// Time to live.
+        ttl, set_ttl: u8 @ field::TTL;
+
+        /// The protocol of the payload ([`crate::ip_proto`]).
+        protocol, set_protocol: u8 @ field::PROTOCOL;
+
+        /// The header checksum field.
+        header_checksum, set_header_checksum: u16 @ field::CHECKSUM;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Checks the lengths: `Truncated` below 20 bytes or when the options do not fit, `BadIhl`
     /// when IHL < 5, `BadTotalLength` when the total length is below the header length or beyond
     /// the buffer. The version is checked by [`Repr::parse`].
@@ -239,11 +241,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(view::err(Layer::Ipv4, reason));
         }
         Ok(())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The version nibble (4 for IPv4).
@@ -271,19 +268,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u8_at(self.buffer.as_ref(), field::DSCP_ECN) & 0x03
     }
 
-    /// The whole type-of-service byte (DSCP and ECN).
-    pub fn tos(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::DSCP_ECN)
-    }
-
-    /// Total length of the IP packet (header and payload).
-    pub fn total_len(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::LENGTH)
-    }
-
-    /// Identification.
-    pub fn ident(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::IDENT)
+    getters! {
+        /// The whole type-of-service byte (DSCP and ECN).
+        fn tos -> u8 = u8_at(field::DSCP_ECN);
     }
 
     /// The don't-fragment flag.
@@ -299,21 +286,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Fragment offset in bytes (the field times 8).
     pub fn frag_offset(&self) -> u16 {
         (u16_at(self.buffer.as_ref(), field::FLG_OFF) & OFFSET_MASK) << 3
-    }
-
-    /// Time to live.
-    pub fn ttl(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::TTL)
-    }
-
-    /// The protocol of the payload ([`crate::ip_proto`]).
-    pub fn protocol(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::PROTOCOL)
-    }
-
-    /// The header checksum field.
-    pub fn header_checksum(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// Source address.
@@ -380,18 +352,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         Ok(())
     }
 
-    /// Sets the total length.
-    pub fn set_total_len(&mut self, len: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::LENGTH, len)?;
-        Ok(())
-    }
-
-    /// Sets the identification.
-    pub fn set_ident(&mut self, ident: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::IDENT, ident)?;
-        Ok(())
-    }
-
     fn set_flg_off(&mut self, mask: u16, value: u16) -> Result<(), OutOfRange> {
         let old = u16_at(self.buffer.as_ref(), field::FLG_OFF);
         set_u16(
@@ -417,24 +377,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the fragment offset in bytes (rounded down to a multiple of 8).
     pub fn set_frag_offset(&mut self, offset: u16) -> Result<(), OutOfRange> {
         self.set_flg_off(OFFSET_MASK, offset >> 3)?;
-        Ok(())
-    }
-
-    /// Sets the time to live.
-    pub fn set_ttl(&mut self, ttl: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::TTL, ttl)?;
-        Ok(())
-    }
-
-    /// Sets the protocol.
-    pub fn set_protocol(&mut self, protocol: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::PROTOCOL, protocol)?;
-        Ok(())
-    }
-
-    /// Sets the header checksum field.
-    pub fn set_header_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
         Ok(())
     }
 

@@ -19,7 +19,7 @@ use crate::error::{ParseError, Reason};
 use crate::ip_proto;
 use crate::layout::Layer;
 use crate::view::{self, array_at, range, range_mut, set_bytes, set_u16, set_u32};
-use crate::view::{set_u8, u16_at, u32_at, u8_at};
+use crate::view::{set_u8, u16_at, u32_at};
 use core::net::Ipv6Addr;
 
 /// Byte offsets of the IPv6 fixed header.
@@ -72,27 +72,23 @@ pub const fn is_ext_header(proto: u8) -> bool {
     )
 }
 
-/// A zero-copy view of an IPv6 fixed header and its payload.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an IPv6 fixed header and its payload.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
+    pub struct Packet {
+        /// Payload length (bytes after the fixed header, extension headers included).
+        payload_len, set_payload_len: u16 @ field::LENGTH;
+
+        /// The next header: first extension header or upper-layer protocol.
+        next_header, set_next_header: u8 @ field::NXT_HDR;
+
+        /// Hop limit.
+        hop_limit, set_hop_limit: u8 @ field::HOP_LIMIT;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Checks the lengths: `Truncated` below 40 bytes, `BadTotalLength` when the payload length
     /// runs past the buffer. The version is checked by [`Repr::parse`].
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -109,15 +105,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
 
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Length of the fixed header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
+    fixed_view_len!(HEADER_LEN);
 
     fn word0(&self) -> u32 {
         u32_at(self.buffer.as_ref(), field::VER_TC_FLOW)
@@ -146,21 +134,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Flow label (20 bits).
     pub fn flow_label(&self) -> u32 {
         self.word0() & 0x000f_ffff
-    }
-
-    /// Payload length (bytes after the fixed header, extension headers included).
-    pub fn payload_len(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::LENGTH)
-    }
-
-    /// The next header: first extension header or upper-layer protocol.
-    pub fn next_header(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::NXT_HDR)
-    }
-
-    /// Hop limit.
-    pub fn hop_limit(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::HOP_LIMIT)
     }
 
     /// Source address.
@@ -207,24 +180,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the flow label (low 20 bits).
     pub fn set_flow_label(&mut self, label: u32) -> Result<(), OutOfRange> {
         self.set_word0(0x000f_ffff, label)?;
-        Ok(())
-    }
-
-    /// Sets the payload length.
-    pub fn set_payload_len(&mut self, len: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::LENGTH, len)?;
-        Ok(())
-    }
-
-    /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::NXT_HDR, next)?;
-        Ok(())
-    }
-
-    /// Sets the hop limit.
-    pub fn set_hop_limit(&mut self, hop_limit: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::HOP_LIMIT, hop_limit)?;
         Ok(())
     }
 
@@ -318,29 +273,25 @@ impl Repr {
 /// [`ext_headers`] reports the right one.
 const EXT_LAYER: Layer = Layer::Ipv6Ext(ip_proto::HOPOPTS);
 
-/// A zero-copy view of a Hop-by-Hop, Destination Options or Routing header:
-/// next header(1), `hdr_ext_len`(1), then data up to `(hdr_ext_len + 1) * 8` bytes in all.
-///
-/// Contract: once [`ExtHeader::new_checked`] succeeded, the whole header is in the buffer and no
-/// accessor panics. Its errors name `Layer::Ipv6Ext(0)` since the view does not know its kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExtHeader<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of a Hop-by-Hop, Destination Options or Routing header:
+    /// next header(1), `hdr_ext_len`(1), then data up to `(hdr_ext_len + 1) * 8` bytes in all.
+    ///
+    /// Contract: once [`ExtHeader::new_checked`] succeeded, the whole header is in the buffer and no
+    /// accessor panics. Its errors name `Layer::Ipv6Ext(0)` since the view does not know its kind.
+    pub struct ExtHeader {
+        /// The next header.
+        next_header, set_next_header: u8 @ ext_field::NXT_HDR;
+
+        /// The raw length field, in 8-byte units not counting the first 8 bytes.
+        hdr_ext_len, set_hdr_ext_len: u8 @ ext_field::LENGTH;
+
+        /// Routing header only: segments left.
+        segments_left, set_segments_left: u8 @ ext_field::SEGMENTS_LEFT;
+    }
 }
 
 impl<T: AsRef<[u8]>> ExtHeader<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> ExtHeader<T> {
-        ExtHeader { buffer }
-    }
-
-    /// Wraps a buffer after [`ExtHeader::check_len`].
-    pub fn new_checked(buffer: T) -> Result<ExtHeader<T>, ParseError> {
-        let header = Self::new_unchecked(buffer);
-        header.check_len()?;
-        Ok(header)
-    }
-
     /// Checks the lengths: `Truncated` below 8 bytes, `OptionOverflow` when the header is longer
     /// than the buffer.
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -350,21 +301,6 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
             return Err(view::err(EXT_LAYER, Reason::OptionOverflow));
         }
         Ok(())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// The next header.
-    pub fn next_header(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::NXT_HDR)
-    }
-
-    /// The raw length field, in 8-byte units not counting the first 8 bytes.
-    pub fn hdr_ext_len(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::LENGTH)
     }
 
     /// Header length in bytes: `(hdr_ext_len + 1) * 8`.
@@ -377,14 +313,9 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
         range(self.buffer.as_ref(), ext_field::DATA..self.header_len())
     }
 
-    /// Routing header only: the routing type.
-    pub fn routing_type(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::ROUTING_TYPE)
-    }
-
-    /// Routing header only: segments left.
-    pub fn segments_left(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::SEGMENTS_LEFT)
+    getters! {
+        /// Routing header only: the routing type.
+        fn routing_type -> u8 = u8_at(ext_field::ROUTING_TYPE);
     }
 
     /// The bytes after this header.
@@ -394,24 +325,6 @@ impl<T: AsRef<[u8]>> ExtHeader<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ExtHeader<T> {
-    /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next)?;
-        Ok(())
-    }
-
-    /// Sets the raw length field (8-byte units after the first 8 bytes).
-    pub fn set_hdr_ext_len(&mut self, len: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::LENGTH, len)?;
-        Ok(())
-    }
-
-    /// Routing header only: sets the segments left.
-    pub fn set_segments_left(&mut self, left: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::SEGMENTS_LEFT, left)?;
-        Ok(())
-    }
-
     /// The data bytes, mutably.
     pub fn data_mut(&mut self) -> &mut [u8] {
         let end = self.header_len();
@@ -485,48 +398,22 @@ impl<'a> ExtHeaderRepr<'a> {
     }
 }
 
-/// A zero-copy view of the 8-byte IPv6 Fragment header: next header(1), reserved(1),
-/// offset(13 bits) + reserved(2) + M(1), identification(4).
-///
-/// Contract: once [`FragmentHeader::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FragmentHeader<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of the 8-byte IPv6 Fragment header: next header(1), reserved(1),
+    /// offset(13 bits) + reserved(2) + M(1), identification(4).
+    ///
+    /// Contract: once [`FragmentHeader::new_checked`] succeeded, no accessor panics.
+    pub struct FragmentHeader {
+        /// The next header (of the fragmentable part).
+        next_header, set_next_header: u8 @ ext_field::NXT_HDR;
+
+        /// Identification.
+        ident, set_ident: u32 @ ext_field::FRAG_IDENT;
+    }
 }
 
 impl<T: AsRef<[u8]>> FragmentHeader<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> FragmentHeader<T> {
-        FragmentHeader { buffer }
-    }
-
-    /// Wraps a buffer after [`FragmentHeader::check_len`].
-    pub fn new_checked(buffer: T) -> Result<FragmentHeader<T>, ParseError> {
-        let header = Self::new_unchecked(buffer);
-        header.check_len()?;
-        Ok(header)
-    }
-
-    /// Checks that the 8 bytes are there (`Truncated` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        let layer = Layer::Ipv6Ext(ip_proto::FRAGMENT);
-        view::need(layer, FRAGMENT_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Length of the header: always [`FRAGMENT_LEN`].
-    pub const fn header_len() -> usize {
-        FRAGMENT_LEN
-    }
-
-    /// The next header (of the fragmentable part).
-    pub fn next_header(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::NXT_HDR)
-    }
+    fixed_view_len!(FRAGMENT_LEN, Layer::Ipv6Ext(ip_proto::FRAGMENT));
 
     /// Fragment offset in bytes (the 13-bit field times 8).
     pub fn frag_offset(&self) -> u16 {
@@ -538,11 +425,6 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
         u16_at(self.buffer.as_ref(), ext_field::FRAG_OFF_M) & 1 != 0
     }
 
-    /// Identification.
-    pub fn ident(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), ext_field::FRAG_IDENT)
-    }
-
     /// The bytes after the header.
     pub fn payload(&self) -> &[u8] {
         range(self.buffer.as_ref(), FRAGMENT_LEN..usize::MAX)
@@ -550,12 +432,6 @@ impl<T: AsRef<[u8]>> FragmentHeader<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
-    /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next)?;
-        Ok(())
-    }
-
     /// Sets the fragment offset in bytes (rounded down to a multiple of 8); clears the reserved
     /// bits.
     pub fn set_frag_offset(&mut self, offset: u16) -> Result<(), OutOfRange> {
@@ -572,12 +448,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> FragmentHeader<T> {
     pub fn set_more_frags(&mut self, more: bool) -> Result<(), OutOfRange> {
         let v = (u16_at(self.buffer.as_ref(), ext_field::FRAG_OFF_M) & !1) | u16::from(more);
         set_u16(self.buffer.as_mut(), ext_field::FRAG_OFF_M, v)?;
-        Ok(())
-    }
-
-    /// Sets the identification.
-    pub fn set_ident(&mut self, ident: u32) -> Result<(), OutOfRange> {
-        set_u32(self.buffer.as_mut(), ext_field::FRAG_IDENT, ident)?;
         Ok(())
     }
 
@@ -614,15 +484,7 @@ impl FragmentRepr {
         })
     }
 
-    /// Length of the header: [`FRAGMENT_LEN`].
-    pub const fn header_len(&self) -> usize {
-        FRAGMENT_LEN
-    }
-
-    /// Bytes [`FragmentRepr::emit`] writes: [`FRAGMENT_LEN`].
-    pub const fn buffer_len(&self) -> usize {
-        FRAGMENT_LEN
-    }
+    fixed_repr_len!(FRAGMENT_LEN);
 
     /// Writes the header (reserved fields zero) into `header`, which must hold 8 bytes.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
@@ -639,29 +501,28 @@ impl FragmentRepr {
     }
 }
 
-/// A zero-copy view of an IPsec Authentication header: next header(1), payload length(1),
-/// reserved(2), SPI(4), sequence number(4), ICV; `(payload_len + 2) * 4` bytes in all.
-///
-/// Contract: once [`AuthHeader::new_checked`] succeeded, the whole header is in the buffer and no
-/// accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthHeader<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an IPsec Authentication header: next header(1), payload length(1),
+    /// reserved(2), SPI(4), sequence number(4), ICV; `(payload_len + 2) * 4` bytes in all.
+    ///
+    /// Contract: once [`AuthHeader::new_checked`] succeeded, the whole header is in the buffer and no
+    /// accessor panics.
+    pub struct AuthHeader {
+        /// The next header.
+        next_header, set_next_header: u8 @ ext_field::NXT_HDR;
+
+        /// The raw payload length field (4-byte words minus 2).
+        payload_len, set_payload_len: u8 @ ext_field::LENGTH;
+
+        /// Security parameters index.
+        spi, set_spi: u32 @ ext_field::AH_SPI;
+
+        /// Sequence number.
+        seq_number, set_seq_number: u32 @ ext_field::AH_SEQ;
+    }
 }
 
 impl<T: AsRef<[u8]>> AuthHeader<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> AuthHeader<T> {
-        AuthHeader { buffer }
-    }
-
-    /// Wraps a buffer after [`AuthHeader::check_len`].
-    pub fn new_checked(buffer: T) -> Result<AuthHeader<T>, ParseError> {
-        let header = Self::new_unchecked(buffer);
-        header.check_len()?;
-        Ok(header)
-    }
-
     /// Checks the lengths: `Truncated` below 12 bytes, `OptionOverflow` when the header claims
     /// fewer than 12 bytes or more than the buffer holds.
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -675,34 +536,9 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
         Ok(())
     }
 
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// The next header.
-    pub fn next_header(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::NXT_HDR)
-    }
-
-    /// The raw payload length field (4-byte words minus 2).
-    pub fn payload_len(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), ext_field::LENGTH)
-    }
-
     /// Header length in bytes: `(payload_len + 2) * 4`.
     pub fn header_len(&self) -> usize {
         (usize::from(self.payload_len()) + 2) * 4
-    }
-
-    /// Security parameters index.
-    pub fn spi(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), ext_field::AH_SPI)
-    }
-
-    /// Sequence number.
-    pub fn seq_number(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), ext_field::AH_SEQ)
     }
 
     /// Integrity check value.
@@ -717,30 +553,6 @@ impl<T: AsRef<[u8]>> AuthHeader<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AuthHeader<T> {
-    /// Sets the next header.
-    pub fn set_next_header(&mut self, next: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::NXT_HDR, next)?;
-        Ok(())
-    }
-
-    /// Sets the raw payload length field.
-    pub fn set_payload_len(&mut self, len: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), ext_field::LENGTH, len)?;
-        Ok(())
-    }
-
-    /// Sets the SPI.
-    pub fn set_spi(&mut self, spi: u32) -> Result<(), OutOfRange> {
-        set_u32(self.buffer.as_mut(), ext_field::AH_SPI, spi)?;
-        Ok(())
-    }
-
-    /// Sets the sequence number.
-    pub fn set_seq_number(&mut self, seq: u32) -> Result<(), OutOfRange> {
-        set_u32(self.buffer.as_mut(), ext_field::AH_SEQ, seq)?;
-        Ok(())
-    }
-
     /// The ICV, mutably.
     pub fn icv_mut(&mut self) -> &mut [u8] {
         let end = self.header_len();

@@ -453,6 +453,10 @@ struct L4Start {
     jumbo: bool,
 }
 
+/// What an IP header's parse returns: where L4 starts (`None` for a non-first fragment), or why
+/// the header is refused.
+type L4Result = Result<Option<L4Start>, ParseError>;
+
 fn walk(frame: &[u8], cfg: &ParseConfig, layout: &mut Layout) -> Result<(), ParseError> {
     let mut outer = Stack {
         cfg,
@@ -544,30 +548,11 @@ impl Stack<'_> {
     }
 
     /// IPv4 with options; returns where L4 starts, or `None` for a non-first fragment.
-    fn ipv4(
-        &mut self,
-        buf: &[u8],
-        off: usize,
-        h: &mut Headers,
-    ) -> Result<Option<L4Start>, ParseError> {
+    fn ipv4(&mut self, buf: &[u8], off: usize, h: &mut Headers) -> L4Result {
         let ip = ipv4::Packet::new_unchecked(fixed::<20>(buf, off, Layer::Ipv4)?);
         let have = buf.len().saturating_sub(off);
-        let version = ip.version();
-        if version != 4 {
-            return Err(error(Layer::Ipv4, off, Reason::BadVersion(version)));
-        }
-        let ihl = ip.ihl();
-        if ihl < 5 {
-            return Err(error(Layer::Ipv4, off, Reason::BadIhl(ihl)));
-        }
-        let hlen = usize::from(ihl) * 4;
-        if hlen > have {
-            return Err(error(
-                Layer::Ipv4,
-                off,
-                Reason::Truncated { need: hlen, have },
-            ));
-        }
+        expect_version(Layer::Ipv4, off, ip.version(), 4)?;
+        let hlen = word_len(Layer::Ipv4, off, ip.ihl(), have, Reason::BadIhl)?;
         let total = usize::from(ip.total_len());
         if total < hlen || total > have {
             let reason = Reason::BadTotalLength {
@@ -603,18 +588,10 @@ impl Stack<'_> {
 
     /// IPv6 and its extension headers; returns where L4 starts, or `None` for a non-first
     /// fragment.
-    fn ipv6(
-        &mut self,
-        buf: &[u8],
-        off: usize,
-        h: &mut Headers,
-    ) -> Result<Option<L4Start>, ParseError> {
+    fn ipv6(&mut self, buf: &[u8], off: usize, h: &mut Headers) -> L4Result {
         let ip = ipv6::Packet::new_unchecked(fixed::<40>(buf, off, Layer::Ipv6)?);
         let have = buf.len().saturating_sub(off);
-        let version = ip.version();
-        if version != 6 {
-            return Err(error(Layer::Ipv6, off, Reason::BadVersion(version)));
-        }
+        expect_version(Layer::Ipv6, off, ip.version(), 6)?;
         let payload_len = usize::from(ip.payload_len());
         let mut next = ip.next_header();
         // RFC 2675: a jumbogram has payload length 0 and its real length in a hop-by-hop option;
@@ -687,18 +664,8 @@ impl Stack<'_> {
         let (layer, hlen) = match at.proto {
             TCP => {
                 let tcp = tcp::Packet::new_unchecked(fixed::<20>(buf, off, Layer::Tcp)?);
-                let data_offset = tcp.data_offset();
-                if data_offset < 5 {
-                    return Err(error(Layer::Tcp, off, Reason::BadDataOffset(data_offset)));
-                }
-                let hlen = usize::from(data_offset) * 4;
-                if hlen > have {
-                    return Err(error(
-                        Layer::Tcp,
-                        off,
-                        Reason::Truncated { need: hlen, have },
-                    ));
-                }
+                let words = tcp.data_offset();
+                let hlen = word_len(Layer::Tcp, off, words, have, Reason::BadDataOffset)?;
                 (Layer::Tcp, hlen)
             }
             UDP => return self.udp(buf, at, h),
@@ -752,14 +719,14 @@ impl Stack<'_> {
         let vx = vxlan::Packet::new_unchecked(fixed::<8>(buf, off, Layer::Vxlan)?);
         let id = vx.vni_valid().then(|| vx.vni());
         self.record(Layer::Vxlan, off);
-        let tunnel = Tunnel {
-            kind: TunnelKind::Vxlan,
-            offset: off,
-            len: 8,
+        Ok(tunnel_next(
+            TunnelKind::Vxlan,
+            off,
+            8,
             id,
-            proto: crate::ethertype::TEB,
-        };
-        Ok(Next::Tunnel(tunnel, Some((Start::Eth(off + 8), buf.len()))))
+            crate::ethertype::TEB,
+            buf.len(),
+        ))
     }
 
     /// Geneve (RFC 8926): ver(2) opt_len(6), flags(1), protocol(2), VNI(3), reserved(1), then
@@ -785,16 +752,13 @@ impl Stack<'_> {
         self.record(Layer::Geneve, off);
         let proto = gn.protocol_type();
         let id = Some(gn.vni());
-        let tunnel = Tunnel {
-            kind: TunnelKind::Geneve,
-            offset: off,
-            len: hlen,
+        Ok(tunnel_next(
+            TunnelKind::Geneve,
+            off,
+            hlen,
             id,
             proto,
-        };
-        Ok(Next::Tunnel(
-            tunnel,
-            inner_start(proto, off + hlen, buf.len()),
+            buf.len(),
         ))
     }
 
@@ -824,21 +788,39 @@ impl Stack<'_> {
         h.l4 = Some(off);
         h.payload = Some(off + hlen);
         let proto = gre.protocol_type();
-        let tunnel = Tunnel {
-            kind: TunnelKind::Gre,
-            offset: off,
-            len: hlen,
+        Ok(tunnel_next(
+            TunnelKind::Gre,
+            off,
+            hlen,
             id,
             proto,
-        };
-        Ok(Next::Tunnel(
-            tunnel,
-            inner_start(proto, off + hlen, buf.len()),
+            buf.len(),
         ))
     }
 }
 
-/// Where the stack inside a Geneve or GRE tunnel starts, by the tunnel's protocol type.
+/// The tunnel of `kind` whose `hlen`-byte header at `off` carries `proto` (identified by `id`),
+/// and where the stack inside it starts (its bytes end at `end`).
+#[inline]
+fn tunnel_next(
+    kind: TunnelKind,
+    off: usize,
+    hlen: usize,
+    id: Option<u32>,
+    proto: u16,
+    end: usize,
+) -> Next {
+    let tunnel = Tunnel {
+        kind,
+        offset: off,
+        len: hlen,
+        id,
+        proto,
+    };
+    Next::Tunnel(tunnel, inner_start(proto, off + hlen, end))
+}
+
+/// Where the stack inside a VXLAN, Geneve or GRE tunnel starts, by the tunnel's protocol type.
 fn inner_start(proto: u16, off: usize, end: usize) -> Option<(Start, usize)> {
     match proto {
         crate::ethertype::TEB => Some((Start::Eth(off), end)),
@@ -862,6 +844,36 @@ fn fixed<const N: usize>(buf: &[u8], off: usize, layer: Layer) -> Result<&[u8; N
             let have = buf.len().saturating_sub(off);
             Err(error(layer, off, Reason::Truncated { need: N, have }))
         }
+    }
+}
+
+/// The length of a header whose length field counts 4-byte `words` (IPv4 IHL, TCP data offset):
+/// `bad(words)` below the 5-word minimum, `Truncated` beyond the `have` bytes at `off`.
+#[inline]
+fn word_len(
+    layer: Layer,
+    off: usize,
+    words: u8,
+    have: usize,
+    bad: fn(u8) -> Reason,
+) -> Result<usize, ParseError> {
+    if words < 5 {
+        return Err(error(layer, off, bad(words)));
+    }
+    let hlen = usize::from(words) * 4;
+    if hlen > have {
+        return Err(error(layer, off, Reason::Truncated { need: hlen, have }));
+    }
+    Ok(hlen)
+}
+
+/// `BadVersion` at `off` unless an IP header's `version` is `want`.
+#[inline]
+const fn expect_version(layer: Layer, off: usize, version: u8, want: u8) -> Result<(), ParseError> {
+    if version == want {
+        Ok(())
+    } else {
+        Err(error(layer, off, Reason::BadVersion(version)))
     }
 }
 

@@ -21,6 +21,9 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+#[macro_use]
+mod view;
+
 pub mod bytes;
 pub mod error;
 pub mod layout;
@@ -34,7 +37,6 @@ pub mod ipv6;
 pub mod sctp;
 pub mod tcp;
 pub mod udp;
-mod view;
 pub mod vlan;
 pub mod vxlan;
 

@@ -8,7 +8,7 @@
 use crate::bytes::OutOfRange;
 use crate::error::ParseError;
 use crate::layout::Layer;
-use crate::view::{self, range, range_mut, set_u16, set_u32, u16_at, u32_at};
+use crate::view::{range, range_mut};
 
 /// Byte offsets of the SCTP common header.
 mod field {
@@ -22,61 +22,27 @@ mod field {
 /// Length of the SCTP common header.
 pub const HEADER_LEN: usize = field::CHUNKS;
 
-/// A zero-copy view of an SCTP common header and its chunks.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of an SCTP common header and its chunks.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
+    pub struct Packet {
+        /// Source port.
+        src_port, set_src_port: u16 @ field::SRC_PORT;
+
+        /// Destination port.
+        dst_port, set_dst_port: u16 @ field::DST_PORT;
+
+        /// Verification tag.
+        verification_tag, set_verification_tag: u32 @ field::VERIFICATION_TAG;
+
+        /// The CRC32c checksum field, as the big-endian number on the wire.
+        checksum, set_checksum: u32 @ field::CHECKSUM;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks that the 12-byte common header is there (`Truncated` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        view::need(Layer::Sctp, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Length of the common header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
-
-    /// Source port.
-    pub fn src_port(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::SRC_PORT)
-    }
-
-    /// Destination port.
-    pub fn dst_port(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::DST_PORT)
-    }
-
-    /// Verification tag.
-    pub fn verification_tag(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), field::VERIFICATION_TAG)
-    }
-
-    /// The CRC32c checksum field, as the big-endian number on the wire.
-    pub fn checksum(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), field::CHECKSUM)
-    }
+    fixed_view_len!(HEADER_LEN, Layer::Sctp);
 
     /// The chunks after the common header.
     pub fn payload(&self) -> &[u8] {
@@ -85,30 +51,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets the source port.
-    pub fn set_src_port(&mut self, port: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::SRC_PORT, port)?;
-        Ok(())
-    }
-
-    /// Sets the destination port.
-    pub fn set_dst_port(&mut self, port: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::DST_PORT, port)?;
-        Ok(())
-    }
-
-    /// Sets the verification tag.
-    pub fn set_verification_tag(&mut self, tag: u32) -> Result<(), OutOfRange> {
-        set_u32(self.buffer.as_mut(), field::VERIFICATION_TAG, tag)?;
-        Ok(())
-    }
-
-    /// Sets the checksum field.
-    pub fn set_checksum(&mut self, checksum: u32) -> Result<(), OutOfRange> {
-        set_u32(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
-        Ok(())
-    }
-
     /// The chunks, mutably.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         range_mut(self.buffer.as_mut(), field::CHUNKS..usize::MAX)
@@ -137,15 +79,7 @@ impl Repr {
         })
     }
 
-    /// Length of the common header: [`HEADER_LEN`].
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// Bytes [`Repr::emit`] writes: [`HEADER_LEN`].
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr_len!(HEADER_LEN);
 
     /// Writes the common header into `packet` (which must hold 12 bytes); checksum zero.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(

@@ -373,27 +373,35 @@ pub fn build_options(opts: &[TcpOption<'_>]) -> Option<Options> {
     Options::new(buf.get(..len.div_ceil(4) * 4)?)
 }
 
-/// A zero-copy view of a TCP header and its payload.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of a TCP header and its payload.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
+    pub struct Packet {
+        /// Source port.
+        src_port, set_src_port: u16 @ field::SRC_PORT;
+
+        /// Destination port.
+        dst_port, set_dst_port: u16 @ field::DST_PORT;
+
+        /// Sequence number.
+        seq_number, set_seq_number: u32 @ field::SEQ_NUM;
+
+        /// Acknowledgment number.
+        ack_number, set_ack_number: u32 @ field::ACK_NUM;
+
+        /// Window size (unscaled).
+        window_len, set_window_len: u16 @ field::WIN_SIZE;
+
+        /// The checksum field.
+        checksum, set_checksum: u16 @ field::CHECKSUM;
+
+        /// Urgent pointer.
+        urgent_ptr, set_urgent_ptr: u16 @ field::URGENT;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Checks the lengths: `Truncated` below 20 bytes, `BadDataOffset` when the data offset is
     /// below 5 or the header runs past the buffer.
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -404,31 +412,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(view::err(Layer::Tcp, Reason::BadDataOffset(offset)));
         }
         Ok(())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Source port.
-    pub fn src_port(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::SRC_PORT)
-    }
-
-    /// Destination port.
-    pub fn dst_port(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::DST_PORT)
-    }
-
-    /// Sequence number.
-    pub fn seq_number(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), field::SEQ_NUM)
-    }
-
-    /// Acknowledgment number.
-    pub fn ack_number(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), field::ACK_NUM)
     }
 
     /// Data offset: header length in 4-byte words.
@@ -444,21 +427,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The flags (NS, CWR … FIN).
     pub fn flags(&self) -> Flags {
         Flags::from_bits_truncate(u16_at(self.buffer.as_ref(), field::FLAGS))
-    }
-
-    /// Window size (unscaled).
-    pub fn window_len(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::WIN_SIZE)
-    }
-
-    /// The checksum field.
-    pub fn checksum(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::CHECKSUM)
-    }
-
-    /// Urgent pointer.
-    pub fn urgent_ptr(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::URGENT)
     }
 
     /// The option bytes (between byte 20 and the header length).
@@ -478,30 +446,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets the source port.
-    pub fn set_src_port(&mut self, port: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::SRC_PORT, port)?;
-        Ok(())
-    }
-
-    /// Sets the destination port.
-    pub fn set_dst_port(&mut self, port: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::DST_PORT, port)?;
-        Ok(())
-    }
-
-    /// Sets the sequence number.
-    pub fn set_seq_number(&mut self, seq: u32) -> Result<(), OutOfRange> {
-        set_u32(self.buffer.as_mut(), field::SEQ_NUM, seq)?;
-        Ok(())
-    }
-
-    /// Sets the acknowledgment number.
-    pub fn set_ack_number(&mut self, ack: u32) -> Result<(), OutOfRange> {
-        set_u32(self.buffer.as_mut(), field::ACK_NUM, ack)?;
-        Ok(())
-    }
-
     /// Sets the header length in bytes (rounded down to 4-byte words, at most 60); keeps the flags.
     pub fn set_header_len(&mut self, len: usize) -> Result<(), OutOfRange> {
         let words = (len / 4).min(15) as u16;
@@ -514,24 +458,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_flags(&mut self, flags: Flags) -> Result<(), OutOfRange> {
         let word = (u16::from(self.data_offset()) << 12) | flags.bits();
         set_u16(self.buffer.as_mut(), field::FLAGS, word)?;
-        Ok(())
-    }
-
-    /// Sets the window size.
-    pub fn set_window_len(&mut self, window: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::WIN_SIZE, window)?;
-        Ok(())
-    }
-
-    /// Sets the checksum field.
-    pub fn set_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
-        Ok(())
-    }
-
-    /// Sets the urgent pointer.
-    pub fn set_urgent_ptr(&mut self, ptr: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::URGENT, ptr)?;
         Ok(())
     }
 

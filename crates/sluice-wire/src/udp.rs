@@ -10,7 +10,7 @@
 use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
-use crate::view::{self, range, range_mut, set_u16, u16_at};
+use crate::view::{self, range, range_mut};
 
 /// Byte offsets of the UDP header.
 mod field {
@@ -24,27 +24,27 @@ mod field {
 /// Length of the UDP header.
 pub const HEADER_LEN: usize = field::PAYLOAD;
 
-/// A zero-copy view of a UDP header and its payload.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of a UDP header and its payload.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
+    pub struct Packet {
+        /// Source port.
+        src_port, set_src_port: u16 @ field::SRC_PORT;
+
+        /// Destination port.
+        dst_port, set_dst_port: u16 @ field::DST_PORT;
+
+        /// The length field: header plus payload.
+        #[allow(clippy::len_without_is_empty)] // a field accessor, not a container length
+        len, set_len: u16 @ field::LENGTH;
+
+        /// The checksum field (0 means none over IPv4).
+        checksum, set_checksum: u16 @ field::CHECKSUM;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// Checks the lengths: `Truncated` below 8 bytes, `BadUdpLength` when the length field is
     /// below 8 or beyond the buffer.
     pub fn check_len(&self) -> Result<(), ParseError> {
@@ -57,36 +57,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
 
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Length of the header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
-
-    /// Source port.
-    pub fn src_port(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::SRC_PORT)
-    }
-
-    /// Destination port.
-    pub fn dst_port(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::DST_PORT)
-    }
-
-    /// The length field: header plus payload.
-    #[allow(clippy::len_without_is_empty)] // a field accessor, not a container length
-    pub fn len(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::LENGTH)
-    }
-
-    /// The checksum field (0 means none over IPv4).
-    pub fn checksum(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::CHECKSUM)
-    }
+    fixed_view_len!(HEADER_LEN);
 
     /// The payload: bytes 8 to the length field.
     pub fn payload(&self) -> &[u8] {
@@ -98,30 +69,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets the source port.
-    pub fn set_src_port(&mut self, port: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::SRC_PORT, port)?;
-        Ok(())
-    }
-
-    /// Sets the destination port.
-    pub fn set_dst_port(&mut self, port: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::DST_PORT, port)?;
-        Ok(())
-    }
-
-    /// Sets the length field.
-    pub fn set_len(&mut self, len: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::LENGTH, len)?;
-        Ok(())
-    }
-
-    /// Sets the checksum field.
-    pub fn set_checksum(&mut self, checksum: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM, checksum)?;
-        Ok(())
-    }
-
     /// The payload, mutably.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let end = usize::from(self.len());

@@ -23,7 +23,7 @@
 use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::{Layer, VlanTag};
-use crate::view::{self, range, range_mut, set_u16, u16_at};
+use crate::view::{self, range, range_mut, u16_at};
 
 /// Byte offsets of a tag view (TCI and next type).
 mod field {
@@ -38,47 +38,22 @@ pub const HEADER_LEN: usize = field::PAYLOAD;
 /// Offset of the (outer) EtherType in an Ethernet frame, where [`push_tag`] inserts.
 const ETHERTYPE_OFFSET: usize = 12;
 
-/// A zero-copy view of one VLAN tag: TCI followed by the next EtherType or TPID.
-///
-/// Contract: once [`Tag::new_checked`] succeeded, the buffer holds at least [`HEADER_LEN`] bytes
-/// and no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tag<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of one VLAN tag: TCI followed by the next EtherType or TPID.
+    ///
+    /// Contract: once [`Tag::new_checked`] succeeded, the buffer holds at least [`HEADER_LEN`] bytes
+    /// and no accessor panics.
+    pub struct Tag {
+        /// The 16-bit tag control information.
+        tci, set_tci: u16 @ field::TCI;
+
+        /// The type after the tag: the inner EtherType, or the TPID of the next tag.
+        next_type, set_next_type: u16 @ field::NEXT_TYPE;
+    }
 }
 
 impl<T: AsRef<[u8]>> Tag<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Tag<T> {
-        Tag { buffer }
-    }
-
-    /// Wraps a buffer after [`Tag::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Tag<T>, ParseError> {
-        let tag = Self::new_unchecked(buffer);
-        tag.check_len()?;
-        Ok(tag)
-    }
-
-    /// Checks that the buffer holds TCI and next type (`Reason::Truncated` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        view::need(Layer::Vlan, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Length of the view: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
-
-    /// The 16-bit tag control information.
-    pub fn tci(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::TCI)
-    }
+    fixed_view_len!(HEADER_LEN, Layer::Vlan);
 
     /// Priority code point (0–7).
     pub fn pcp(&self) -> u8 {
@@ -95,11 +70,6 @@ impl<T: AsRef<[u8]>> Tag<T> {
         self.tci() & 0x0fff
     }
 
-    /// The type after the tag: the inner EtherType, or the TPID of the next tag.
-    pub fn next_type(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::NEXT_TYPE)
-    }
-
     /// This tag as a [`VlanTag`], given the TPID that announced it.
     pub fn vlan_tag(&self, tpid: u16) -> VlanTag {
         VlanTag::from_tci(tpid, self.tci())
@@ -112,12 +82,6 @@ impl<T: AsRef<[u8]>> Tag<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Tag<T> {
-    /// Sets the tag control information.
-    pub fn set_tci(&mut self, tci: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::TCI, tci)?;
-        Ok(())
-    }
-
     /// Sets the priority code point (low 3 bits of `pcp`).
     pub fn set_pcp(&mut self, pcp: u8) -> Result<(), OutOfRange> {
         self.set_tci((self.tci() & 0x1fff) | (u16::from(pcp & 7) << 13))?;
@@ -134,12 +98,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Tag<T> {
     /// Sets the VLAN identifier (low 12 bits of `vid`).
     pub fn set_vid(&mut self, vid: u16) -> Result<(), OutOfRange> {
         self.set_tci((self.tci() & 0xf000) | (vid & 0x0fff))?;
-        Ok(())
-    }
-
-    /// Sets the type after the tag.
-    pub fn set_next_type(&mut self, next_type: u16) -> Result<(), OutOfRange> {
-        set_u16(self.buffer.as_mut(), field::NEXT_TYPE, next_type)?;
         Ok(())
     }
 
@@ -185,15 +143,7 @@ impl Repr {
         .tci()
     }
 
-    /// Length of the view: [`HEADER_LEN`].
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// Bytes [`Repr::emit`] writes: [`HEADER_LEN`].
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr_len!(HEADER_LEN);
 
     /// Writes TCI and next type into `tag` (which must hold [`HEADER_LEN`] bytes).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, tag: &mut Tag<T>) -> Result<(), OutOfRange> {

@@ -7,7 +7,7 @@
 use crate::bytes::OutOfRange;
 use crate::error::{ParseError, Reason};
 use crate::layout::Layer;
-use crate::view::{self, range, range_mut, set_bytes, set_u24, set_u8, u24_at, u8_at};
+use crate::view::{self, range, range_mut, set_bytes, set_u8};
 
 /// Byte offsets of the VXLAN header.
 mod field {
@@ -25,55 +25,27 @@ pub const FLAG_I: u8 = 0x08;
 /// Largest VNI (24 bits).
 pub const MAX_VNI: u32 = 0x00ff_ffff;
 
-/// A zero-copy view of a VXLAN header and the inner frame.
-///
-/// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+view! {
+    /// A zero-copy view of a VXLAN header and the inner frame.
+    ///
+    /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
+    pub struct Packet {
+        /// The flags byte.
+        flags, set_flags: u8 @ field::FLAGS;
+    }
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Checks that the 8-byte header is there (`Truncated` otherwise).
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        view::need(Layer::Vxlan, HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Unwraps the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Length of the header: always [`HEADER_LEN`].
-    pub const fn header_len() -> usize {
-        HEADER_LEN
-    }
-
-    /// The flags byte.
-    pub fn flags(&self) -> u8 {
-        u8_at(self.buffer.as_ref(), field::FLAGS)
-    }
+    fixed_view_len!(HEADER_LEN, Layer::Vxlan);
 
     /// Whether the I flag (VNI valid) is set.
     pub fn vni_valid(&self) -> bool {
         self.flags() & FLAG_I != 0
     }
 
-    /// The 24-bit VXLAN network identifier.
-    pub fn vni(&self) -> u32 {
-        u24_at(self.buffer.as_ref(), field::VNI)
+    getters! {
+        /// The 24-bit VXLAN network identifier.
+        fn vni -> u32 = u24_at(field::VNI);
     }
 
     /// The inner Ethernet frame.
@@ -83,16 +55,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets the flags byte.
-    pub fn set_flags(&mut self, flags: u8) -> Result<(), OutOfRange> {
-        set_u8(self.buffer.as_mut(), field::FLAGS, flags)?;
-        Ok(())
-    }
-
-    /// Sets the VNI (low 24 bits).
-    pub fn set_vni(&mut self, vni: u32) -> Result<(), OutOfRange> {
-        set_u24(self.buffer.as_mut(), field::VNI, vni)?;
-        Ok(())
+    setters! {
+        /// Sets the VNI (low 24 bits).
+        fn set_vni(vni: u32) = set_u24(field::VNI);
     }
 
     /// The inner frame, mutably.
@@ -118,15 +83,7 @@ impl Repr {
         Ok(Repr { vni: packet.vni() })
     }
 
-    /// Length of the header: [`HEADER_LEN`].
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// Bytes [`Repr::emit`] writes: [`HEADER_LEN`].
-    pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
-    }
+    fixed_repr_len!(HEADER_LEN);
 
     /// Writes the header (I flag set, reserved fields zero) into `packet`, which must hold 8
     /// bytes. Only the low 24 bits of `vni` are written.

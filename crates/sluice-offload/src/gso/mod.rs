@@ -307,6 +307,41 @@ pub struct SegmentMeta {
     pub gso_size: u16,
 }
 
+/// The methods [`GsoOutput`] and [`ZeroCopyOutput`] share over their byte arena `$bytes` and
+/// their list `segs` of `$seg`: `new`, `clear`, `len`, `is_empty` and `segment` (documented by
+/// `$segment_doc`).
+macro_rules! segment_list {
+    ($output:ident, $bytes:ident, $seg:ty, $segment_doc:literal) => {
+        impl $output {
+            /// An empty output.
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+            /// Removes every segment, keeping the allocations.
+            pub fn clear(&mut self) {
+                self.$bytes.clear();
+                self.segs.clear();
+            }
+
+            /// Number of segments.
+            pub fn len(&self) -> usize {
+                self.segs.len()
+            }
+
+            /// Whether there is no segment.
+            pub fn is_empty(&self) -> bool {
+                self.segs.is_empty()
+            }
+
+            #[doc = $segment_doc]
+            pub fn segment(&self, i: usize) -> Option<&$seg> {
+                self.segs.get(i)
+            }
+        }
+    };
+}
+
 /// One contiguous segment in a [`GsoOutput`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
@@ -323,38 +358,14 @@ pub struct GsoOutput {
     segs: Vec<Segment>,
 }
 
+segment_list!(GsoOutput, arena, Segment, "Segment `i` with its metadata.");
+
 impl GsoOutput {
-    /// An empty output.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Removes every segment, keeping the allocations.
-    pub fn clear(&mut self) {
-        self.arena.clear();
-        self.segs.clear();
-    }
-
-    /// Number of segments.
-    pub fn len(&self) -> usize {
-        self.segs.len()
-    }
-
-    /// Whether there is no segment.
-    pub fn is_empty(&self) -> bool {
-        self.segs.is_empty()
-    }
-
     /// The bytes of segment `i`.
     pub fn frame(&self, i: usize) -> Option<&[u8]> {
         self.segs
             .get(i)
             .and_then(|s| self.arena.get(s.range.clone()))
-    }
-
-    /// Segment `i` with its metadata.
-    pub fn segment(&self, i: usize) -> Option<&Segment> {
-        self.segs.get(i)
     }
 
     /// Drops what was appended after `marks` (arena length, segment count) and turns a header
@@ -397,33 +408,14 @@ pub struct ZeroCopyOutput {
     segs: Vec<ZeroCopySegment>,
 }
 
+segment_list!(
+    ZeroCopyOutput,
+    headers,
+    ZeroCopySegment,
+    "Segment `i`'s descriptor."
+);
+
 impl ZeroCopyOutput {
-    /// An empty output.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Removes every segment, keeping the allocations.
-    pub fn clear(&mut self) {
-        self.headers.clear();
-        self.segs.clear();
-    }
-
-    /// Number of segments.
-    pub fn len(&self) -> usize {
-        self.segs.len()
-    }
-
-    /// Whether there is no segment.
-    pub fn is_empty(&self) -> bool {
-        self.segs.is_empty()
-    }
-
-    /// Segment `i`'s descriptor.
-    pub fn segment(&self, i: usize) -> Option<&ZeroCopySegment> {
-        self.segs.get(i)
-    }
-
     /// Segment `i` as its two pieces: header bytes and the payload slice of `frame` (which must
     /// be the frame that was segmented).
     pub fn parts<'a>(&'a self, i: usize, frame: &'a [u8]) -> Option<[&'a [u8]; 2]> {

@@ -25,21 +25,7 @@ use std::time::Duration;
 /// The parser configuration with extra VXLAN / Geneve ports (the CLI's `--vxlan-port`,
 /// `--geneve-port`: added to the defaults 4789 and 6081).
 fn parse_config(vxlan: &[u16], geneve: &[u16]) -> PyResult<ParseConfig> {
-    let mut cfg = ParseConfig::DEFAULT;
-    for (ports, set, what) in [
-        (vxlan, &mut cfg.vxlan_ports, "VXLAN"),
-        (geneve, &mut cfg.geneve_ports, "Geneve"),
-    ] {
-        for &p in ports {
-            if !set.insert(p) {
-                return Err(PyValueError::new_err(format!(
-                    "too many {what} ports (at most {})",
-                    sluice_wire::PortSet::CAPACITY
-                )));
-            }
-        }
-    }
-    Ok(cfg)
+    ParseConfig::with_tunnel_ports(vxlan, geneve).map_err(PyValueError::new_err)
 }
 
 fn parse_error(py: Python<'_>, e: &ParseError) -> PyErr {

@@ -22,5 +22,5 @@ pub mod rss;
 
 pub use buf::{BufPool, PacketBuf};
 pub use datapath::{Datapath, DatapathConfig, DatapathError, PortOptions, PortStats};
-pub use port::{MemPort, MemPortHandle, Port, PortDrops, PortError};
+pub use port::{MemPort, MemPortHandle, Port, PortDrops, PortError, RecvResult};
 pub use rss::Rss;

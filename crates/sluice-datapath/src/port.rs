@@ -89,6 +89,30 @@ pub struct PortDrops {
     pub tx_errors: u64,
 }
 
+/// The three [`Port`] methods every port answers from its own fields: `name` (the expression
+/// given, on `self`), `kind` (the literal given) and `device` (the `device` field). For use
+/// inside an `impl Port for …` block.
+#[macro_export]
+macro_rules! port_identity {
+    ($kind:literal, |$s:ident| $name:expr) => {
+        fn name(&self) -> &str {
+            let $s = self;
+            $name
+        }
+
+        fn kind(&self) -> &'static str {
+            $kind
+        }
+
+        fn device(&self) -> ::sluice_offload::features::Device {
+            self.device
+        }
+    };
+}
+
+/// What [`Port::recv`] returns: how many frames it appended, or the port's error.
+pub type RecvResult = Result<usize, PortError>;
+
 /// One device queue the datapath polls and sends to. See the [module documentation](self).
 pub trait Port: Send {
     /// The port's name (the interface name for TAP and `AF_PACKET`).
@@ -110,12 +134,7 @@ pub trait Port: Send {
     /// Receives up to `max` frames without blocking, each in a buffer from `pool` with its
     /// metadata set, appended to `out`. Returns how many were appended (0: nothing waiting).
     /// Frames the port must refuse are dropped and counted in [`Port::drops`].
-    fn recv(
-        &mut self,
-        pool: &mut BufPool,
-        out: &mut Vec<PacketBuf>,
-        max: usize,
-    ) -> Result<usize, PortError>;
+    fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult;
 
     /// Sends one frame prepared for [`Port::device`], with the work left to the device.
     fn send(&mut self, frame: &[u8], work: &DeviceWork) -> Result<(), PortError>;
@@ -245,17 +264,7 @@ impl MemPortHandle {
 }
 
 impl Port for MemPort {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "memory"
-    }
-
-    fn device(&self) -> Device {
-        self.device
-    }
+    crate::port_identity!("memory", |s| &s.name);
 
     fn changeable(&self) -> Features {
         self.changeable
@@ -266,12 +275,7 @@ impl Port for MemPort {
         Ok(())
     }
 
-    fn recv(
-        &mut self,
-        pool: &mut BufPool,
-        out: &mut Vec<PacketBuf>,
-        max: usize,
-    ) -> Result<usize, PortError> {
+    fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
         let Ok(mut q) = self.queues.lock() else {
             return Ok(0);
         };

@@ -32,9 +32,9 @@ use crate::afpacket::{
 };
 use crate::ifstats::{if_drops, IfStats};
 use crate::netns::run_command;
-use crate::port_tap::{read_mtu, work_to_vnet};
+use crate::port_tap::{encode_work, read_mtu};
 use sluice_datapath::buf::{BufPool, PacketBuf};
-use sluice_datapath::port::{rx_meta, Port, PortDrops, PortError};
+use sluice_datapath::port::{rx_meta, Port, PortDrops, PortError, RecvResult};
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
 use sluice_packet::virtio::HdrFormat;
@@ -391,17 +391,7 @@ fn link_value(text: &str, key: &str) -> Option<u32> {
 }
 
 impl Port for AfPacketPort {
-    fn name(&self) -> &str {
-        &self.ifname
-    }
-
-    fn kind(&self) -> &'static str {
-        "afpacket"
-    }
-
-    fn device(&self) -> Device {
-        self.device
-    }
+    sluice_datapath::port_identity!("afpacket", |s| &s.ifname);
 
     fn changeable(&self) -> Features {
         self.ethtool
@@ -439,12 +429,7 @@ impl Port for AfPacketPort {
         }
     }
 
-    fn recv(
-        &mut self,
-        pool: &mut BufPool,
-        out: &mut Vec<PacketBuf>,
-        max: usize,
-    ) -> Result<usize, PortError> {
+    fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
         let mut n = 0;
         while n < max {
             // Only as many buffers as the pool has idle (at least one): an empty poll must not
@@ -508,12 +493,8 @@ impl Port for AfPacketPort {
     }
 
     fn send(&mut self, frame: &[u8], work: &DeviceWork) -> Result<(), PortError> {
-        let h = work_to_vnet(frame, work).inspect_err(|_| self.drops.tx_errors += 1)?;
         let mut raw = [0u8; PACKET_VNET_HDR_LEN];
-        if let Err(e) = h.encode(AFPACKET_HDR_FORMAT, &mut raw) {
-            self.drops.tx_errors += 1;
-            return Err(PortError::Unsendable(e.to_string()));
-        }
+        encode_work(frame, work, AFPACKET_HDR_FORMAT, &mut raw, &mut self.drops)?;
         if frame.len() >= DIRECT_SEND {
             // Copying a large (GSO) frame to save one system call is not worth it: send the
             // queue, then the frame itself, in order.

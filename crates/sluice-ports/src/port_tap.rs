@@ -27,7 +27,7 @@ use crate::tap::{
     TUN_F_USO6,
 };
 use sluice_datapath::buf::{BufPool, PacketBuf};
-use sluice_datapath::port::{rx_meta, Port, PortDrops, PortError};
+use sluice_datapath::port::{rx_meta, Port, PortDrops, PortError, RecvResult};
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
 use sluice_packet::virtio::{self, HdrFormat, VirtioNetHdr};
@@ -375,6 +375,26 @@ pub fn work_to_vnet(frame: &[u8], work: &DeviceWork) -> Result<VirtioNetHdr, Por
     Ok(h)
 }
 
+/// [`work_to_vnet`] encoded in `fmt` into `out` (the header bytes to send in front of `frame`);
+/// a refusal is counted in `drops.tx_errors`.
+pub(crate) fn encode_work(
+    frame: &[u8],
+    work: &DeviceWork,
+    fmt: HdrFormat,
+    out: &mut [u8],
+    drops: &mut PortDrops,
+) -> Result<(), PortError> {
+    let encoded = work_to_vnet(frame, work).and_then(|h| {
+        h.encode(fmt, out)
+            .map(drop)
+            .map_err(|e| PortError::Unsendable(e.to_string()))
+    });
+    if encoded.is_err() {
+        drops.tx_errors += 1;
+    }
+    encoded
+}
+
 /// The MTU of `ifname`, by `SIOCGIFMTU` on `sock` (any socket of the interface's namespace) or,
 /// with `None`, on a fresh UDP socket of the calling thread's namespace.
 pub(crate) fn read_mtu(sock: Option<RawFd>, ifname: &str) -> io::Result<u32> {
@@ -416,17 +436,7 @@ pub(crate) fn read_mtu(sock: Option<RawFd>, ifname: &str) -> io::Result<u32> {
 }
 
 impl Port for TapPort {
-    fn name(&self) -> &str {
-        self.tap.name()
-    }
-
-    fn kind(&self) -> &'static str {
-        "tap"
-    }
-
-    fn device(&self) -> Device {
-        self.device
-    }
+    sluice_datapath::port_identity!("tap", |s| s.tap.name());
 
     fn changeable(&self) -> Features {
         [
@@ -473,12 +483,7 @@ impl Port for TapPort {
         Ok(())
     }
 
-    fn recv(
-        &mut self,
-        pool: &mut BufPool,
-        out: &mut Vec<PacketBuf>,
-        max: usize,
-    ) -> Result<usize, PortError> {
+    fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
         let mut n = 0;
         while n < max {
             let mut b = pool.get();
@@ -529,12 +534,8 @@ impl Port for TapPort {
     }
 
     fn send(&mut self, frame: &[u8], work: &DeviceWork) -> Result<(), PortError> {
-        let h = work_to_vnet(frame, work).inspect_err(|_| self.drops.tx_errors += 1)?;
         let mut raw = [0u8; HDR_LEN];
-        if let Err(e) = h.encode(TAP_HDR_FORMAT, &mut raw) {
-            self.drops.tx_errors += 1;
-            return Err(PortError::Unsendable(e.to_string()));
-        }
+        encode_work(frame, work, TAP_HDR_FORMAT, &mut raw, &mut self.drops)?;
         match self.tap.write(&raw, frame) {
             Ok(n) if n == HDR_LEN + frame.len() => Ok(()),
             Ok(n) => {

@@ -19,7 +19,7 @@
 
 use sluice_coverage::counter;
 use sluice_datapath::buf::{BufPool, PacketBuf};
-use sluice_datapath::port::{Port, PortDrops, PortError};
+use sluice_datapath::port::{Port, PortDrops, PortError, RecvResult};
 use sluice_datapath::Rss;
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
@@ -106,33 +106,36 @@ pub(crate) fn spread(
     Ok(out)
 }
 
+/// The [`Port`] methods about the device that a wrapper answers from the port it wraps (the
+/// field named): name, kind, device, changeable features and feature changes.
+macro_rules! forward_device {
+    ($inner:ident) => {
+        fn name(&self) -> &str {
+            self.$inner.name()
+        }
+
+        fn kind(&self) -> &'static str {
+            self.$inner.kind()
+        }
+
+        fn device(&self) -> Device {
+            self.$inner.device()
+        }
+
+        fn changeable(&self) -> Features {
+            self.$inner.changeable()
+        }
+
+        fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
+            self.$inner.set_feature(feature, on)
+        }
+    };
+}
+
 impl Port for Spreader {
-    fn name(&self) -> &str {
-        self.port.name()
-    }
+    forward_device!(port);
 
-    fn kind(&self) -> &'static str {
-        self.port.kind()
-    }
-
-    fn device(&self) -> Device {
-        self.port.device()
-    }
-
-    fn changeable(&self) -> Features {
-        self.port.changeable()
-    }
-
-    fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
-        self.port.set_feature(feature, on)
-    }
-
-    fn recv(
-        &mut self,
-        pool: &mut BufPool,
-        out: &mut Vec<PacketBuf>,
-        max: usize,
-    ) -> Result<usize, PortError> {
+    fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
         // Buffers the other threads sent back for the frames passed to them.
         for p in &self.peers {
             while let Ok(b) = p.spare.try_recv() {
@@ -192,32 +195,9 @@ impl Port for Spreader {
 }
 
 impl Port for Steered {
-    fn name(&self) -> &str {
-        self.send.name()
-    }
+    forward_device!(send);
 
-    fn kind(&self) -> &'static str {
-        self.send.kind()
-    }
-
-    fn device(&self) -> Device {
-        self.send.device()
-    }
-
-    fn changeable(&self) -> Features {
-        self.send.changeable()
-    }
-
-    fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
-        self.send.set_feature(feature, on)
-    }
-
-    fn recv(
-        &mut self,
-        pool: &mut BufPool,
-        out: &mut Vec<PacketBuf>,
-        max: usize,
-    ) -> Result<usize, PortError> {
+    fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
         // Clear the wake-up first: a frame passed after the check below wakes the next poll.
         let mut sink = [0u8; 64];
         while matches!(self.wake.read(&mut sink), Ok(n) if n > 0) {}

@@ -379,6 +379,24 @@ impl ParseConfig {
         geneve_ports: PortSet::one(crate::GENEVE_PORT),
         parse_tunnels: true,
     };
+
+    /// The default configuration with more VXLAN and Geneve UDP ports (the defaults stay).
+    /// The error names the tunnel whose [`PortSet`] is full: `too many VXLAN ports (at most N)`.
+    pub fn with_tunnel_ports(vxlan: &[u16], geneve: &[u16]) -> Result<ParseConfig, String> {
+        let mut cfg = ParseConfig::DEFAULT;
+        for (ports, set, what) in [
+            (vxlan, &mut cfg.vxlan_ports, "VXLAN"),
+            (geneve, &mut cfg.geneve_ports, "Geneve"),
+        ] {
+            if !ports.iter().all(|&p| set.insert(p)) {
+                return Err(format!(
+                    "too many {what} ports (at most {})",
+                    PortSet::CAPACITY
+                ));
+            }
+        }
+        Ok(cfg)
+    }
 }
 
 impl Default for ParseConfig {

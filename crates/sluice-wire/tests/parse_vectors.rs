@@ -1167,3 +1167,23 @@ fn inner_ethernet_truncated_by_udp_length() {
     assert!(l.tunnel.is_some());
     assert_eq!(l.inner, Some(Headers::default()));
 }
+
+#[test]
+fn extra_tunnel_ports_are_added_to_the_defaults_and_a_full_set_is_an_error() {
+    use sluice_wire::{ParseConfig, PortSet};
+    let cfg = ParseConfig::with_tunnel_ports(&[8472], &[6082]).unwrap();
+    for (set, ports) in [
+        (&cfg.vxlan_ports, [4789, 8472]),
+        (&cfg.geneve_ports, [6081, 6082]),
+    ] {
+        for p in ports {
+            assert!(set.contains(p), "{p}");
+        }
+    }
+    let many: Vec<u16> = (1..=PortSet::CAPACITY as u16 + 1).collect();
+    let e = ParseConfig::with_tunnel_ports(&[], &many).unwrap_err();
+    assert_eq!(
+        e,
+        format!("too many Geneve ports (at most {})", PortSet::CAPACITY)
+    );
+}

@@ -12,7 +12,9 @@
 
 use crate::capture::{CaptureReader, CaptureWriter};
 use anyhow::{bail, Context, Result};
-use sluice_datapath::{BufPool, Datapath, DatapathConfig, PacketBuf, Port, PortError, PortOptions};
+use sluice_datapath::{
+    BufPool, Datapath, DatapathConfig, PacketBuf, Port, PortError, PortOptions, RecvResult,
+};
 use sluice_flow::{parse_rule, BatchMode, FlowTable, PortNames, TableConfig};
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::{emulate_device, DeviceWork};
@@ -92,17 +94,7 @@ impl Drop for PcapPort {
 }
 
 impl Port for PcapPort {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn kind(&self) -> &'static str {
-        "pcap"
-    }
-
-    fn device(&self) -> Device {
-        self.device
-    }
+    sluice_datapath::port_identity!("pcap", |s| &s.name);
 
     fn changeable(&self) -> Features {
         Features::ALL
@@ -113,12 +105,7 @@ impl Port for PcapPort {
         Ok(())
     }
 
-    fn recv(
-        &mut self,
-        pool: &mut BufPool,
-        out: &mut Vec<PacketBuf>,
-        max: usize,
-    ) -> Result<usize, PortError> {
+    fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
         let Some(reader) = self.input.as_mut() else {
             return Ok(0);
         };

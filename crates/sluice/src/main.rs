@@ -14,7 +14,7 @@ mod flow_cli;
 mod inspect;
 mod spec;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use sluice_wire::ParseConfig;
 use std::io::{BufWriter, ErrorKind};
@@ -99,21 +99,7 @@ enum PcapCmd {
 }
 
 fn parse_config(vxlan: &[u16], geneve: &[u16]) -> Result<ParseConfig> {
-    let mut cfg = ParseConfig::DEFAULT;
-    for (ports, set, what) in [
-        (vxlan, &mut cfg.vxlan_ports, "VXLAN"),
-        (geneve, &mut cfg.geneve_ports, "Geneve"),
-    ] {
-        for &p in ports {
-            if !set.insert(p) {
-                bail!(
-                    "too many {what} ports (at most {})",
-                    sluice_wire::PortSet::CAPACITY
-                );
-            }
-        }
-    }
-    Ok(cfg)
+    ParseConfig::with_tunnel_ports(vxlan, geneve).map_err(anyhow::Error::msg)
 }
 
 fn run(cli: Cli) -> Result<()> {

@@ -16,6 +16,10 @@
 //! Ports are opened on the calling thread (in a named network namespace if asked), then handed
 //! to the datapath thread.
 
+mod text_batch;
+
+pub use text_batch::{is_rule_line, text_lines, LineError, TextBatchReply};
+
 use crate::workers::{open_queues, ThreadJob, ThreadStats, Workers};
 use serde::{Deserialize, Serialize};
 use sluice_coverage::counter;

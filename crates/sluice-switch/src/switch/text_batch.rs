@@ -158,6 +158,7 @@ fn parse_add(line: &str, names: &PortNames) -> Result<Rule, String> {
 }
 
 /// A delete spec, parsed outside the lock.
+#[allow(clippy::large_enum_variant)] // transient, one per line; boxing would cost an allocation each
 enum DelSpec {
     Handle(u64),
     Rule(Rule),

@@ -62,6 +62,8 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Killed, the daemon cannot remove its socket.
+        let _ = std::fs::remove_file(&self.sock);
     }
 }
 

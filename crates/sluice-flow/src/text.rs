@@ -45,7 +45,7 @@ use crate::key::{flags, vlan_tci, Field, VLAN_PRESENT};
 use crate::rule::{Match, Rule};
 
 /// Port names and numbers, supplied by the caller.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PortNames {
     by_name: HashMap<String, u32>,
     by_num: HashMap<u32, String>,

@@ -14,6 +14,10 @@
 //! [`ServerConfig::write_timeout`] closes its connection; running out of descriptors on accept
 //! backs off instead of failing; and stopping never waits for a client.
 
+mod rule_stream;
+
+pub use rule_stream::{chunk_rules, encode_text_request, RuleChunk, CHUNK_BYTES};
+
 use crate::switch::{PortRequest, Switch};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -119,6 +123,24 @@ pub enum Request {
         #[serde(default)]
         atomic: bool,
     },
+    /// Insert the rules of a text, one per line (blank lines and `#` comments skipped), parsed
+    /// by the daemon on several threads outside its control lock, in one batch. The answer
+    /// carries only the failed lines and runs of handles ([`crate::switch::TextBatchReply`]).
+    FlowAddText {
+        /// The rules, `\n`-separated.
+        text: String,
+        /// All or nothing.
+        #[serde(default)]
+        atomic: bool,
+    },
+    /// Delete rules given as text, one spec per line (as in `flow_del`), in one batch.
+    FlowDelText {
+        /// The specs, `\n`-separated.
+        text: String,
+        /// All or nothing.
+        #[serde(default)]
+        atomic: bool,
+    },
     /// Every rule.
     FlowDump {},
     /// A port's features.
@@ -166,6 +188,16 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
         Request::FlowDel { specs, atomic } => to_value(
             switch
                 .del_flows(&specs, atomic)
+                .map_err(|e| e.to_string())?,
+        )?,
+        Request::FlowAddText { text, atomic } => to_value(
+            switch
+                .add_flows_text(&text, atomic)
+                .map_err(|e| e.to_string())?,
+        )?,
+        Request::FlowDelText { text, atomic } => to_value(
+            switch
+                .del_flows_text(&text, atomic)
                 .map_err(|e| e.to_string())?,
         )?,
         Request::FlowDump {} => to_value(switch.dump_flows())?,
@@ -224,7 +256,8 @@ pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
 pub fn serve_connection(switch: &Switch, stream: &UnixStream, stop: &AtomicBool) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_millis(200)))?;
     let writer = stream;
-    let mut reader = BufReader::new(stream);
+    // Big reads: a rule batch is a request line of megabytes.
+    let mut reader = BufReader::with_capacity(1 << 20, stream);
     let mut line = Vec::new();
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -575,24 +608,6 @@ impl Client {
     pub fn request(&mut self, req: &Request) -> io::Result<Value> {
         let line = serde_json::to_string(req).map_err(io::Error::other)?;
         writeln!(self.writer, "{line}")?;
-        let mut resp = String::new();
-        if self.reader.read_line(&mut resp)? == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the daemon closed the connection without answering",
-            ));
-        }
-        let v: Value = serde_json::from_str(&resp)
-            .map_err(|e| io::Error::other(format!("bad response from the daemon: {e}")))?;
-        if v.get("ok") == Some(&Value::Bool(true)) {
-            Ok(v.get("result").cloned().unwrap_or(Value::Null))
-        } else {
-            let msg = v
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown error")
-                .to_string();
-            Err(io::Error::other(msg))
-        }
+        self.read_reply()
     }
 }

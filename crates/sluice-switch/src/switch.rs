@@ -16,6 +16,10 @@
 //! Ports are opened on the calling thread (in a named network namespace if asked), then handed
 //! to the datapath thread.
 
+mod text_batch;
+
+pub use text_batch::{is_rule_line, text_lines, LineError, TextBatchReply};
+
 use crate::workers::{open_queues, ThreadJob, ThreadStats, Workers};
 use serde::{Deserialize, Serialize};
 use sluice_coverage::counter;
@@ -25,7 +29,7 @@ use sluice_flow::{
     RuleRef, RuleText, TableConfig,
 };
 use sluice_offload::features::Feature;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -331,6 +335,11 @@ struct PortEntry {
     revive: Option<(Instant, Duration)>,
 }
 
+/// The maps every inserted rule updates (a million per second through `flow_add_text`):
+/// hashbrown's default hasher (foldhash), not SipHash; keys are the switch's own handles and
+/// masks, not chosen by an attacker in a way that could hurt beyond the rule quotas.
+type FastMap<K, V> = hashbrown::HashMap<K, V>;
+
 /// The control side's state. Every change goes through one of the `Control` methods below
 /// (`add_port_entry`, `remove_port_entry`, `record_insert`, `record_delete`), the one place a
 /// durable store would hook.
@@ -344,9 +353,9 @@ struct Control {
     /// The flow table's own handle (small, reused) → the switch's handle (0: none).
     ext_of: Vec<u64>,
     /// The switch's handle → the flow table's.
-    int_of: HashMap<u64, Handle>,
+    int_of: FastMap<u64, Handle>,
     /// Rules per distinct mask.
-    masks: HashMap<Mask, usize>,
+    masks: FastMap<Mask, usize>,
 }
 
 impl Control {
@@ -529,8 +538,8 @@ impl Switch {
                 next_port_handle: 0,
                 next_rule_handle: 0,
                 ext_of: Vec::new(),
-                int_of: HashMap::new(),
-                masks: HashMap::new(),
+                int_of: FastMap::default(),
+                masks: FastMap::default(),
             }),
         })
     }

@@ -7,7 +7,7 @@ use serde_json::Value;
 use sluice_switch::control::{Client, ControlServer, Request, ServerConfig, DEFAULT_SOCKET};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
 use std::collections::BTreeMap;
-use std::io::{BufRead, IsTerminal};
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -390,25 +390,8 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
 }
 
 /// Reads a rules file: (line number, rule) for every non-blank, non-comment line.
-fn read_rules(path: &Path) -> Result<Vec<(usize, String)>> {
-    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
-        let t = line.trim();
-        if t.is_empty() || t.starts_with('#') {
-            continue;
-        }
-        out.push((i + 1, t.to_string()));
-    }
-    Ok(out)
-}
-
-/// Rules per control request when streaming a file.
-const CHUNK: usize = 50_000;
-
 /// `sluice flow add|del` against the daemon: rules from the arguments and/or a file, streamed
-/// in chunks with a progress line; per-line errors on stderr.
+/// in large requests with a progress line; per-line errors on stderr.
 pub fn flow_add_daemon(
     socket: &Path,
     rules: &[String],
@@ -416,69 +399,10 @@ pub fn flow_add_daemon(
     atomic: bool,
     delete: bool,
 ) -> Result<()> {
-    let mut lines: Vec<(String, String)> = rules
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (format!("rule {}", i + 1), r.clone()))
-        .collect();
-    if let Some(p) = batch {
-        for (n, r) in read_rules(p)? {
-            lines.push((format!("{}:{n}", p.display()), r));
-        }
-    }
-    if lines.is_empty() {
+    if rules.is_empty() && batch.is_none() {
         bail!("no rules given (arguments or --batch FILE)");
     }
-    if atomic && lines.len() > CHUNK {
-        bail!("--atomic batches are limited to {CHUNK} rules per request");
-    }
-    let mut c = client(socket)?;
-    let tty = std::io::stderr().is_terminal();
-    let start = Instant::now();
-    let (mut ok, mut failed) = (0usize, 0usize);
-    for chunk in lines.chunks(CHUNK) {
-        let texts: Vec<String> = chunk.iter().map(|(_, r)| r.clone()).collect();
-        let req = if delete {
-            Request::FlowDel {
-                specs: texts,
-                atomic,
-            }
-        } else {
-            Request::FlowAdd {
-                rules: texts,
-                atomic,
-            }
-        };
-        let v = c.request(&req)?;
-        for r in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
-            let idx = r["index"].as_u64().unwrap_or(0) as usize;
-            match r["error"].as_str() {
-                Some(e) => {
-                    failed += 1;
-                    let at = chunk.get(idx).map_or("?", |(w, _)| w.as_str());
-                    eprintln!("{at}: {e}");
-                }
-                None => ok += 1,
-            }
-        }
-        if tty {
-            eprint!("\r{} / {} rules sent", ok + failed, lines.len());
-        }
-    }
-    if tty {
-        eprintln!();
-    }
-    let secs = start.elapsed().as_secs_f64();
-    println!(
-        "{} rules, {ok} {}, {failed} errors, {:.0} rules/s",
-        lines.len(),
-        if delete { "deleted" } else { "inserted" },
-        (ok + failed) as f64 / secs.max(1e-9)
-    );
-    if failed > 0 {
-        bail!("{failed} of the rules were rejected");
-    }
-    Ok(())
+    crate::flow_load::flow_batch_daemon(client(socket)?, rules, batch, atomic, delete)
 }
 
 /// `sluice flow dump`.

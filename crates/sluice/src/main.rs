@@ -11,6 +11,7 @@ mod cmd_switch;
 mod cmd_tx;
 mod demo;
 mod flow_cli;
+mod flow_load;
 mod inspect;
 mod spec;
 

@@ -1,0 +1,352 @@
+//! Streaming a rules text to the daemon: the text is cut into `flow_add_text` /
+//! `flow_del_text` requests of whole lines (at most [`MAX_BATCH`] rule lines and
+//! [`CHUNK_BYTES`] encoded bytes each), written by one thread in large writes while the calling
+//! thread reads the replies (the daemon answers in order), so the client never waits for a
+//! reply before sending the next chunk.
+
+use super::{Client, MAX_LINE};
+use crate::switch::{is_rule_line, FlowResult, TextBatchReply, MAX_BATCH};
+use serde_json::Value;
+use std::io::{self, BufRead, Write};
+
+/// Most bytes of one chunk's request line (a bound: a byte that JSON escapes as `\u00XX` is
+/// counted as six). Half of [`MAX_LINE`].
+pub const CHUNK_BYTES: usize = MAX_LINE / 2;
+
+/// One request's share of a rules text: whole lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleChunk {
+    /// Byte range of the lines in the text (a final newline included).
+    pub start: usize,
+    /// End of the byte range (exclusive).
+    pub end: usize,
+    /// 0-based index, in the whole text, of the chunk's first line.
+    pub first_line: usize,
+    /// Rule lines in the chunk (blank and `#` comment lines excluded).
+    pub rules: usize,
+}
+
+/// An upper bound of the JSON-escaped length of `line` plus its newline.
+fn encoded_bound(line: &[u8]) -> usize {
+    let special = line
+        .iter()
+        .filter(|&&b| b < 0x20 || b == b'"' || b == b'\\')
+        .count();
+    line.len() + 2 + 5 * special
+}
+
+/// Cuts `text` into chunks of whole lines, each of at most `max_rules` rule lines and
+/// `max_bytes` of encoded request (a single line longer than that is a chunk of its own, which
+/// the daemon refuses as too long).
+pub fn chunk_rules(text: &str, max_rules: usize, max_bytes: usize) -> Vec<RuleChunk> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut cur = RuleChunk {
+        start: 0,
+        end: 0,
+        first_line: 0,
+        rules: 0,
+    };
+    let mut size = 0usize;
+    let mut line_no = 0usize;
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let end = bytes
+            .get(pos..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+            .map_or(bytes.len(), |i| pos + i + 1);
+        let line = bytes.get(pos..end).unwrap_or(&[]);
+        let rule = text.get(pos..end).is_some_and(is_rule_line);
+        let cost = encoded_bound(line);
+        if cur.end > cur.start
+            && (size + cost > max_bytes || (rule && cur.rules + 1 > max_rules.max(1)))
+        {
+            out.push(cur);
+            cur = RuleChunk {
+                start: pos,
+                end: pos,
+                first_line: line_no,
+                rules: 0,
+            };
+            size = 0;
+        }
+        cur.end = end;
+        cur.rules += usize::from(rule);
+        size += cost;
+        line_no += 1;
+        pos = end;
+    }
+    if cur.end > cur.start {
+        out.push(cur);
+    }
+    out
+}
+
+/// The request line (newline included) carrying `text`.
+pub fn encode_text_request(text: &str, delete: bool, atomic: bool) -> io::Result<Vec<u8>> {
+    let cmd = if delete {
+        "flow_del_text"
+    } else {
+        "flow_add_text"
+    };
+    let mut v = Vec::with_capacity(text.len() + text.len() / 32 + 64);
+    write!(v, "{{\"cmd\":\"{cmd}\",\"atomic\":{atomic},\"text\":")?;
+    serde_json::to_writer(&mut v, text).map_err(io::Error::other)?;
+    v.extend_from_slice(b"}\n");
+    Ok(v)
+}
+
+impl Client {
+    /// Sends the rules of `text` (one per line; blank lines and `#` comments skipped) in
+    /// pipelined `flow_add_text` (`delete`: `flow_del_text`) requests and calls `on_reply` with
+    /// each chunk and its reply, in order. `atomic` needs the whole text in one request (an
+    /// `InvalidInput` error otherwise). A daemon error ends the stream and closes the
+    /// connection.
+    pub fn stream_rules(
+        &mut self,
+        text: &str,
+        delete: bool,
+        atomic: bool,
+        mut on_reply: impl FnMut(&RuleChunk, TextBatchReply),
+    ) -> io::Result<()> {
+        let chunks = chunk_rules(text, MAX_BATCH, CHUNK_BYTES);
+        if atomic && chunks.len() > 1 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "an all-or-nothing batch must fit one request: at most {MAX_BATCH} rules and {CHUNK_BYTES} bytes"
+                ),
+            ));
+        }
+        let mut writer = self.writer.try_clone()?;
+        std::thread::scope(|s| {
+            let chunks = &chunks;
+            let sender = s.spawn(move || -> io::Result<()> {
+                for c in chunks {
+                    let part = text.get(c.start..c.end).unwrap_or("");
+                    writer.write_all(&encode_text_request(part, delete, atomic)?)?;
+                }
+                writer.flush()
+            });
+            let mut result = Ok(());
+            for c in chunks {
+                match self.read_reply() {
+                    Ok(v) => match serde_json::from_value::<TextBatchReply>(v) {
+                        Ok(rep) => on_reply(c, rep),
+                        Err(e) => {
+                            result = Err(io::Error::other(format!(
+                                "bad response from the daemon: {e}"
+                            )));
+                            break;
+                        }
+                    },
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            if result.is_err() {
+                // Unblock the sender (the daemon may have stopped reading).
+                let _ = self.writer.shutdown(std::net::Shutdown::Both);
+            }
+            let sent = sender
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the sending thread panicked")));
+            result.and(sent)
+        })
+    }
+
+    /// Inserts the rules of `text` (one per line; blank lines and `#` comments skipped),
+    /// streamed in large requests: one result per rule line, `index` its 0-based line number
+    /// in `text`.
+    pub fn add_rules(&mut self, text: &str) -> io::Result<Vec<FlowResult>> {
+        self.rules_results(text, false)
+    }
+
+    /// Deletes the rules of `text` (one spec per line, as `flow_del` takes them), streamed like
+    /// [`Client::add_rules`].
+    pub fn del_rules(&mut self, text: &str) -> io::Result<Vec<FlowResult>> {
+        self.rules_results(text, true)
+    }
+
+    fn rules_results(&mut self, text: &str, delete: bool) -> io::Result<Vec<FlowResult>> {
+        let mut out = Vec::new();
+        self.stream_rules(text, delete, false, |c, rep| {
+            out.extend(expand(text, c, &rep));
+        })?;
+        Ok(out)
+    }
+
+    /// Reads one response line: its result, or the daemon's error.
+    pub(super) fn read_reply(&mut self) -> io::Result<Value> {
+        let mut resp = String::new();
+        if self.reader.read_line(&mut resp)? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the daemon closed the connection without answering",
+            ));
+        }
+        let v: Value = serde_json::from_str(&resp)
+            .map_err(|e| io::Error::other(format!("bad response from the daemon: {e}")))?;
+        if v.get("ok") == Some(&Value::Bool(true)) {
+            Ok(v.get("result").cloned().unwrap_or(Value::Null))
+        } else {
+            let msg = v
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown error")
+                .to_string();
+            Err(io::Error::other(msg))
+        }
+    }
+}
+
+/// One [`FlowResult`] per rule line of chunk `c` of `text`, from its reply.
+fn expand(text: &str, c: &RuleChunk, rep: &TextBatchReply) -> Vec<FlowResult> {
+    let part = text.get(c.start..c.end).unwrap_or("");
+    let mut handles = rep.handle_list();
+    let mut errors = rep.errors.iter().peekable();
+    let mut out = Vec::with_capacity(c.rules);
+    for (i, line) in crate::switch::text_lines(part).enumerate() {
+        if !is_rule_line(line) {
+            continue;
+        }
+        let index = c.first_line + i;
+        let error = errors.next_if(|e| e.line == i + 1).map(|e| e.error.clone());
+        let handle = if error.is_none() {
+            handles.next()
+        } else {
+            None
+        };
+        out.push(FlowResult {
+            index,
+            handle,
+            error,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::Request;
+
+    fn decode(line: &[u8]) -> Request {
+        assert_eq!(line.last(), Some(&b'\n'));
+        serde_json::from_slice(line.strip_suffix(b"\n").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn encoded_requests_decode_to_the_text() {
+        let text = "prio 1 dst_ip 10.0.0.0/8 action drop\n# \"quoted\" \\ \t\u{1}\n";
+        let r = decode(&encode_text_request(text, false, true).unwrap());
+        assert_eq!(
+            r,
+            Request::FlowAddText {
+                text: text.into(),
+                atomic: true
+            }
+        );
+        let r = decode(&encode_text_request("handle 3", true, false).unwrap());
+        assert_eq!(
+            r,
+            Request::FlowDelText {
+                text: "handle 3".into(),
+                atomic: false
+            }
+        );
+        // The bound holds for the worst bytes.
+        let nasty = "\u{1}\"\\\n";
+        assert!(
+            encode_text_request(nasty, false, false).unwrap().len()
+                < encoded_bound(nasty.as_bytes()) + 64
+        );
+    }
+
+    #[test]
+    fn chunks_are_whole_lines_within_the_limits() {
+        let mut text = String::new();
+        for i in 0..1000 {
+            if i % 7 == 0 {
+                text.push_str("# comment\n\n");
+            }
+            text.push_str(&format!("prio {i} dst_ip 10.0.0.0/8 action output:1\n"));
+        }
+        text.push_str("prio 5000 action drop"); // no final newline
+        let chunks = chunk_rules(&text, 100, 2000);
+        // Together they are the text, in order, cut at line ends.
+        let mut pos = 0;
+        let mut line = 0;
+        let mut rules = 0;
+        for c in &chunks {
+            assert_eq!(c.start, pos);
+            assert!(c.start == 0 || text.as_bytes()[c.start - 1] == b'\n');
+            assert!(c.rules <= 100, "{c:?}");
+            let part = &text[c.start..c.end];
+            let bound: usize = part
+                .split_inclusive('\n')
+                .map(|l| encoded_bound(l.as_bytes()))
+                .sum();
+            assert!(bound <= 2000, "{c:?}");
+            assert!(encode_text_request(part, false, false).unwrap().len() <= bound + 64);
+            assert_eq!(c.first_line, line);
+            assert_eq!(
+                c.rules,
+                crate::switch::text_lines(part)
+                    .filter(|l| is_rule_line(l))
+                    .count()
+            );
+            line += crate::switch::text_lines(part).count();
+            rules += c.rules;
+            pos = c.end;
+        }
+        assert_eq!(pos, text.len());
+        assert_eq!(rules, 1001);
+        assert_eq!(line, text.lines().count());
+        assert!(chunks.len() >= 11);
+        // Rule-count limit alone.
+        let by_rules = chunk_rules(&text, 250, usize::MAX);
+        assert_eq!(
+            by_rules.iter().map(|c| c.rules).collect::<Vec<_>>(),
+            vec![250, 250, 250, 250, 1]
+        );
+        assert!(chunk_rules("", 10, 10).is_empty());
+    }
+
+    #[test]
+    fn expand_maps_errors_and_handles_to_lines() {
+        let text = "x\n# c\nbad\ny\n";
+        let c = RuleChunk {
+            start: 0,
+            end: text.len(),
+            first_line: 10,
+            rules: 3,
+        };
+        let rep = TextBatchReply {
+            lines: 4,
+            rules: 3,
+            done: 2,
+            handles: vec![(7, 2)],
+            errors: vec![crate::switch::LineError {
+                line: 3,
+                error: "nope".into(),
+            }],
+        };
+        let r = expand(text, &c, &rep);
+        assert_eq!(r.len(), 3);
+        assert_eq!(
+            (r[0].index, r[0].handle, r[0].error.as_deref()),
+            (10, Some(7), None)
+        );
+        assert_eq!(
+            (r[1].index, r[1].handle, r[1].error.as_deref()),
+            (12, None, Some("nope"))
+        );
+        assert_eq!(
+            (r[2].index, r[2].handle, r[2].error.as_deref()),
+            (13, Some(8), None)
+        );
+    }
+}

@@ -1,0 +1,442 @@
+//! Rule batches as text (`flow_add_text` / `flow_del_text`): the rules of a request are one
+//! newline-separated string. The lines are parsed on several threads *outside* the control
+//! lock; the lock is held only to check the quotas and apply the parsed batch with one
+//! `insert_batch` (or `delete_batch`). Only the failures come back, with their line number and
+//! the offending token marked; the handles of the rules that succeeded come back as runs of
+//! consecutive handles (a whole file loaded in order is one run per request).
+
+use super::{
+    batch_mode, check_batch, Control, Switch, SwitchError, MAX_ACTIONS, SW_QUOTA_MASKS,
+    SW_TOO_MANY_ACTIONS,
+};
+use serde::{Deserialize, Serialize};
+use sluice_flow::{parse_rule, Handle, Mask, PortNames, Rule, RuleError, RuleRef};
+use std::collections::HashSet;
+
+/// Batches of fewer rule lines than this are parsed on the calling thread only.
+pub const PARALLEL_PARSE_MIN: usize = 4096;
+
+/// Most threads one request's lines are parsed on.
+pub const MAX_PARSE_THREADS: usize = 4;
+
+/// Whether a line of a rules text holds a rule (blank lines and `#` comments do not).
+pub fn is_rule_line(line: &str) -> bool {
+    let t = line.trim();
+    !t.is_empty() && !t.starts_with('#')
+}
+
+/// The lines of a rules text, `\n`-separated (a trailing `\r` is dropped; a final newline does
+/// not start another line).
+pub fn text_lines(text: &str) -> impl Iterator<Item = &str> {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    let empty = text.is_empty();
+    body.split('\n')
+        .filter(move |_| !empty)
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+}
+
+/// One rule line that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineError {
+    /// 1-based line number in the request's text.
+    pub line: usize,
+    /// Why (parse errors: the line, then a `^^^` marker under the offending token and the
+    /// message).
+    pub error: String,
+}
+
+/// The answer to a `flow_add_text` / `flow_del_text` request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextBatchReply {
+    /// Lines in the text (blank and comment lines included).
+    pub lines: usize,
+    /// Rule lines (blank and `#` comment lines excluded).
+    pub rules: usize,
+    /// Rules inserted (or deleted).
+    pub done: usize,
+    /// The handles of the rule lines that succeeded, in line order, as runs
+    /// `[first, count]` of consecutive handles.
+    pub handles: Vec<(u64, u64)>,
+    /// The rule lines that failed, by line.
+    pub errors: Vec<LineError>,
+}
+
+impl TextBatchReply {
+    /// Every handle of [`TextBatchReply::handles`], in line order.
+    pub fn handle_list(&self) -> impl Iterator<Item = u64> + '_ {
+        self.handles
+            .iter()
+            .flat_map(|&(first, n)| (0..n).map(move |k| first + k))
+    }
+}
+
+/// Appends `h` to runs of consecutive handles.
+fn push_run(runs: &mut Vec<(u64, u64)>, h: u64) {
+    if let Some(last) = runs.last_mut() {
+        if last.0 + last.1 == h {
+            last.1 += 1;
+            return;
+        }
+    }
+    runs.push((h, 1));
+}
+
+/// A rule line, parsed outside the lock.
+struct Parsed<T> {
+    /// 0-based line index.
+    line: usize,
+    what: Result<T, String>,
+}
+
+/// Splits `text` into its rule lines: (0-based line index, line), and the number of lines.
+fn rule_lines(text: &str) -> (Vec<(usize, &str)>, usize) {
+    let mut n = 0;
+    let mut out = Vec::new();
+    for (i, l) in text_lines(text).enumerate() {
+        n = i + 1;
+        if is_rule_line(l) {
+            out.push((i, l));
+        }
+    }
+    (out, n)
+}
+
+/// Runs `f` on every line, on up to [`MAX_PARSE_THREADS`] threads for a big batch; results in
+/// line order.
+fn parse_all<T: Send>(
+    lines: &[(usize, &str)],
+    f: impl Fn(&str) -> Result<T, String> + Sync,
+) -> Vec<Parsed<T>> {
+    let one = |part: &[(usize, &str)]| -> Vec<Parsed<T>> {
+        part.iter()
+            .map(|&(line, l)| Parsed { line, what: f(l) })
+            .collect()
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_PARSE_THREADS);
+    if threads == 1 || lines.len() < PARALLEL_PARSE_MIN {
+        return one(lines);
+    }
+    let per = lines.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let one = &one;
+        // The calling thread takes the first part; the others run on scoped threads (a thread
+        // that cannot be started leaves its part to the calling thread).
+        let mut parts = lines.chunks(per);
+        let first = parts.next().unwrap_or(&[]);
+        let rest: Vec<_> = parts
+            .map(|p| {
+                (
+                    p,
+                    std::thread::Builder::new().spawn_scoped(s, move || one(p)),
+                )
+            })
+            .collect();
+        let mut out = one(first);
+        for (p, h) in rest {
+            match h.ok().and_then(|h| h.join().ok()) {
+                Some(v) => out.extend(v),
+                None => out.extend(one(p)),
+            }
+        }
+        out
+    })
+}
+
+/// Parses one rule line for insertion (the per-rule checks that need no switch state).
+fn parse_add(line: &str, names: &PortNames) -> Result<Rule, String> {
+    let r = parse_rule(line, names).map_err(|e| e.render(line))?;
+    let n = r.actions.as_slice().len();
+    if n > MAX_ACTIONS {
+        SW_TOO_MANY_ACTIONS.inc();
+        return Err(format!(
+            "{n} actions: a rule has at most {MAX_ACTIONS} actions"
+        ));
+    }
+    Ok(r)
+}
+
+/// A delete spec, parsed outside the lock.
+#[allow(clippy::large_enum_variant)] // transient, one per line; boxing would cost an allocation each
+enum DelSpec {
+    Handle(u64),
+    Rule(Rule),
+}
+
+fn parse_del(line: &str, names: &PortNames) -> Result<DelSpec, String> {
+    let s = line.trim();
+    let num = s.strip_prefix("handle").map(str::trim).unwrap_or(s);
+    if let Ok(ext) = num.parse::<u64>() {
+        return Ok(DelSpec::Handle(ext));
+    }
+    // A rule's text; give it an action if it has none so the parser accepts it.
+    if s.contains("action") {
+        parse_rule(s, names)
+            .map(DelSpec::Rule)
+            .map_err(|e| e.render(s))
+    } else {
+        let text = format!("{s} action drop");
+        parse_rule(&text, names)
+            .map(DelSpec::Rule)
+            .map_err(|e| e.render(&text))
+    }
+}
+
+/// The distinct masks of `rules`, in order of first use.
+fn distinct_masks(rules: &[Parsed<Rule>]) -> Vec<Mask> {
+    let mut order: Vec<Mask> = Vec::new();
+    // Few masks (the usual case): a linear scan beats hashing each rule's mask; past 32 a set.
+    let mut seen: HashSet<Mask> = HashSet::new();
+    let mut last: Option<Mask> = None;
+    for r in rules {
+        let Ok(rule) = &r.what else { continue };
+        let m = rule.matcher.mask;
+        if last == Some(m) {
+            continue;
+        }
+        last = Some(m);
+        let known = if seen.is_empty() {
+            order.contains(&m)
+        } else {
+            seen.contains(&m)
+        };
+        if !known {
+            order.push(m);
+            if !seen.is_empty() {
+                seen.insert(m);
+            } else if order.len() > 32 {
+                seen.extend(order.iter().copied());
+            }
+        }
+    }
+    order
+}
+
+impl Switch {
+    /// The port names, read under the lock.
+    fn port_names(&self) -> PortNames {
+        self.control().names.clone()
+    }
+
+    /// Parses (outside the control lock, on several threads for a big batch) and inserts the
+    /// rules of `text`, one per line (blank lines and `#` comments skipped), in one publish.
+    /// `atomic`: all or none. At most [`super::MAX_BATCH`] rule lines.
+    pub fn add_flows_text(&self, text: &str, atomic: bool) -> Result<TextBatchReply, SwitchError> {
+        let (lines, n_lines) = rule_lines(text);
+        check_batch(lines.len())?;
+        let mut names = self.port_names();
+        let mut parsed = parse_all(&lines, |l| parse_add(l, &names));
+        let masks = distinct_masks(&parsed);
+        let mut ctl = self.control();
+        if ctl.names != names {
+            // A port was added or removed while we parsed: parse again, under the lock.
+            names = ctl.names.clone();
+            parsed = parse_all(&lines, |l| parse_add(l, &names));
+        }
+        let refused = refused_masks(&ctl, &masks);
+        let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
+        let mut rules = Vec::with_capacity(parsed.len());
+        let mut slot = Vec::with_capacity(parsed.len());
+        for (k, p) in parsed.iter_mut().enumerate() {
+            let what = core::mem::replace(&mut p.what, Err(String::new()));
+            match what {
+                Ok(r) if !refused.is_empty() && refused.contains(&r.matcher.mask) => {
+                    SW_QUOTA_MASKS.inc();
+                    outcome.push(Err(format!(
+                        "mask quota reached: at most {} distinct masks (max_masks)",
+                        ctl.max_masks
+                    )));
+                }
+                Ok(r) => {
+                    outcome.push(Ok(0));
+                    rules.push(r);
+                    slot.push(k);
+                }
+                Err(e) => outcome.push(Err(e)),
+            }
+        }
+        if atomic && refuse_all(&mut outcome) {
+            drop(ctl);
+            return Ok(reply(n_lines, &parsed, outcome));
+        }
+        let rule_masks: Vec<Mask> = rules.iter().map(|r| r.matcher.mask).collect();
+        let out = ctl.table.insert_batch(rules, batch_mode(atomic));
+        for ((k, r), mask) in slot.into_iter().zip(out).zip(rule_masks) {
+            let o = match r {
+                Ok(h) => Ok(ctl.record_insert(h, &mask)),
+                Err(e) => Err(ctl.rule_error(&e)),
+            };
+            if let Some(s) = outcome.get_mut(k) {
+                *s = o;
+            }
+        }
+        drop(ctl);
+        Ok(reply(n_lines, &parsed, outcome))
+    }
+
+    /// Deletes the rules of `text`, one spec per line as in [`Switch::del_flows`] (`handle N`,
+    /// `N`, or a rule's match and priority), parsed outside the control lock, in one publish.
+    pub fn del_flows_text(&self, text: &str, atomic: bool) -> Result<TextBatchReply, SwitchError> {
+        let (lines, n_lines) = rule_lines(text);
+        check_batch(lines.len())?;
+        let mut names = self.port_names();
+        let mut parsed = parse_all(&lines, |l| parse_del(l, &names));
+        let mut ctl = self.control();
+        if ctl.names != names {
+            names = ctl.names.clone();
+            parsed = parse_all(&lines, |l| parse_del(l, &names));
+        }
+        let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
+        let mut refs = Vec::new();
+        let mut found: Vec<(usize, Handle, Mask)> = Vec::new();
+        for (k, p) in parsed.iter().enumerate() {
+            let target = match &p.what {
+                Err(e) => Err(e.clone()),
+                Ok(DelSpec::Handle(ext)) => ctl
+                    .int_of
+                    .get(ext)
+                    .and_then(|&h| Some((RuleRef::Handle(h), h, ctl.table.rule(h)?.matcher.mask)))
+                    .ok_or_else(|| format!("no rule with handle {ext}")),
+                Ok(DelSpec::Rule(r)) => ctl
+                    .table
+                    .find(&r.matcher, r.priority)
+                    .map(|h| {
+                        let rf = RuleRef::Exact {
+                            matcher: r.matcher,
+                            priority: r.priority,
+                        };
+                        (rf, h, r.matcher.mask)
+                    })
+                    .ok_or_else(|| RuleError::NotFound.to_string()),
+            };
+            match target {
+                Ok((rf, h, mask)) => {
+                    outcome.push(Ok(ctl.ext(h)));
+                    refs.push(rf);
+                    found.push((k, h, mask));
+                }
+                Err(e) => outcome.push(Err(e)),
+            }
+        }
+        if atomic && refuse_all(&mut outcome) {
+            drop(ctl);
+            return Ok(reply(n_lines, &parsed, outcome));
+        }
+        let out = ctl.table.delete_batch(refs, batch_mode(atomic));
+        for ((k, h, mask), r) in found.into_iter().zip(out) {
+            match r {
+                Ok(()) => ctl.record_delete(h, &mask),
+                Err(e) => {
+                    let msg = ctl.rule_error(&e);
+                    if let Some(s) = outcome.get_mut(k) {
+                        *s = Err(msg);
+                    }
+                }
+            }
+        }
+        drop(ctl);
+        Ok(reply(n_lines, &parsed, outcome))
+    }
+}
+
+/// The new masks of a batch (in first-use order) that the mask quota refuses.
+fn refused_masks(ctl: &Control, masks: &[Mask]) -> HashSet<Mask> {
+    let mut room = ctl.max_masks.saturating_sub(ctl.masks.len());
+    let mut refused = HashSet::new();
+    for m in masks {
+        if ctl.masks.contains_key(m) {
+            continue;
+        }
+        if room == 0 {
+            refused.insert(*m);
+        } else {
+            room -= 1;
+        }
+    }
+    refused
+}
+
+/// If any rule already failed, marks every other one as not applied (all or nothing) and
+/// returns true.
+fn refuse_all(outcome: &mut [Result<u64, String>]) -> bool {
+    if !outcome.iter().any(Result::is_err) {
+        return false;
+    }
+    for o in outcome.iter_mut().filter(|o| o.is_ok()) {
+        *o = Err("not applied: another rule of the all-or-nothing batch failed".into());
+    }
+    true
+}
+
+fn reply<T>(
+    n_lines: usize,
+    parsed: &[Parsed<T>],
+    outcome: Vec<Result<u64, String>>,
+) -> TextBatchReply {
+    let mut rep = TextBatchReply {
+        lines: n_lines,
+        rules: parsed.len(),
+        ..TextBatchReply::default()
+    };
+    for (p, o) in parsed.iter().zip(outcome) {
+        match o {
+            Ok(h) => {
+                rep.done += 1;
+                push_run(&mut rep.handles, h);
+            }
+            Err(error) => rep.errors.push(LineError {
+                line: p.line + 1,
+                error,
+            }),
+        }
+    }
+    rep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_and_rule_lines() {
+        let t = "a\r\n\n# c\n  \nb";
+        let l: Vec<&str> = text_lines(t).collect();
+        assert_eq!(l, vec!["a", "", "# c", "  ", "b"]);
+        let (r, n) = rule_lines(t);
+        assert_eq!(n, 5);
+        assert_eq!(r, vec![(0, "a"), (4, "b")]);
+        assert_eq!(text_lines("x\n").count(), 1);
+        assert_eq!(text_lines("").count(), 0);
+        assert_eq!(text_lines("\n").count(), 1);
+    }
+
+    #[test]
+    fn handle_runs() {
+        let mut runs = Vec::new();
+        for h in [5, 6, 7, 9, 10, 3] {
+            push_run(&mut runs, h);
+        }
+        assert_eq!(runs, vec![(5, 3), (9, 2), (3, 1)]);
+        let rep = TextBatchReply {
+            handles: runs,
+            ..TextBatchReply::default()
+        };
+        assert_eq!(
+            rep.handle_list().collect::<Vec<_>>(),
+            vec![5, 6, 7, 9, 10, 3]
+        );
+    }
+
+    #[test]
+    fn parallel_parse_keeps_line_order() {
+        let lines: Vec<String> = (0..10_000).map(|i| format!("{i}")).collect();
+        let input: Vec<(usize, &str)> = lines.iter().map(String::as_str).enumerate().collect();
+        let out = parse_all(&input, |l| l.parse::<usize>().map_err(|e| e.to_string()));
+        assert_eq!(out.len(), 10_000);
+        for (i, p) in out.iter().enumerate() {
+            assert_eq!(p.line, i);
+            assert_eq!(p.what, Ok(i));
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Rule files through a running daemon (`sluice flow add|del --batch FILE`, and the library's
+//! `Client::add_rules`): every good rule goes in, every bad line is reported with its line
+//! number and the offending token marked, `flow dump` lists what went in, and deletion by
+//! batch takes them out. A file of more than one request's rules checks that line numbers
+//! stay right across requests.
+
+mod daemon_common;
+
+use sluice_switch::control::Client;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+fn run(sock: &Path, args: &[&str]) -> Output {
+    sluice()
+        .arg("--socket")
+        .arg(sock)
+        .args(args)
+        .output()
+        .expect("run sluice")
+}
+
+/// The daemon, killed when the test ends.
+struct Daemon {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Daemon {
+    fn start(tag: &str) -> Daemon {
+        let sock = std::env::temp_dir().join(format!(
+            "sluice-flow-batch-{tag}-{}.sock",
+            std::process::id()
+        ));
+        let mut child = sluice()
+            .arg("--socket")
+            .arg(&sock)
+            .args(["run", "--threads", "1"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the daemon");
+        if let Err(said) = daemon_common::wait_listening(&mut child) {
+            panic!("the daemon did not start listening: {said}");
+        }
+        Daemon { child, sock }
+    }
+
+    fn dump(&self) -> Vec<String> {
+        let out = run(&self.sock, &["flow", "dump"]);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // Killed, the daemon cannot remove its socket.
+        let _ = std::fs::remove_file(&self.sock);
+    }
+}
+
+fn rule(i: usize) -> String {
+    format!(
+        "prio {} eth_type ipv4 dst_ip 10.{}.{}.0/24 ip_proto tcp dst_port {} action output:1",
+        i % 1000,
+        (i >> 16) & 255,
+        (i >> 8) & 255,
+        i & 255
+    )
+}
+
+/// A file of `n` lines: rules, with a comment and a blank line, and the given bad lines
+/// (1-based line → text).
+fn rules_file(n: usize, bad: &[(usize, &str)]) -> String {
+    let mut s = String::new();
+    for line in 1..=n {
+        if let Some((_, b)) = bad.iter().find(|(l, _)| *l == line) {
+            s.push_str(b);
+        } else if line == 2 {
+            s.push_str("# a comment");
+        } else if line == 3 {
+            s.push_str("   ");
+        } else {
+            s.push_str(&rule(line));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+#[test]
+fn a_file_with_bad_lines_inserts_the_good_ones_and_reports_each_bad_one() {
+    let d = Daemon::start("mixed");
+    let bad: [(usize, &str, &str); 5] = [
+        (17, "prio 5 dst_ipp 10.0.0.1 action drop", "dst_ipp"),
+        (250, "prio 5 dst_ip 10.0.0.0/33 action drop", "10.0.0.0/33"),
+        (
+            500,
+            "prio 5 eth_type ipv4 dst_ip 10.0.1.0/24 action output:nowhere",
+            "output:nowhere",
+        ),
+        (999, "prio 70000x action drop", "70000x"),
+        // A duplicate of line 10 (same match and priority): refused by the table.
+        (1000, &rule(10), ""),
+    ];
+    let text = rules_file(
+        1000,
+        &bad.iter().map(|(l, t, _)| (*l, *t)).collect::<Vec<_>>(),
+    );
+    let file = std::env::temp_dir().join(format!("sluice-flow-batch-{}.rules", std::process::id()));
+    std::fs::write(&file, &text).unwrap();
+    let out = run(&d.sock, &["flow", "add", "--batch", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "bad lines must fail the command");
+    // 1000 lines, two of them not rules; five bad.
+    assert!(
+        stdout.contains("998 rules, 993 inserted, 5 errors"),
+        "{stdout}\n{stderr}"
+    );
+    let name = file.display().to_string();
+    for (line, text, token) in &bad {
+        let at = format!("{name}:{line}: ");
+        let pos = stderr
+            .find(&at)
+            .unwrap_or_else(|| panic!("line {line} not reported:\n{stderr}"));
+        let report: Vec<&str> = stderr[pos + at.len()..].lines().take(2).collect();
+        if token.is_empty() {
+            assert!(
+                report[0].contains("duplicate of the rule with handle 8"),
+                "{report:?}"
+            );
+            continue;
+        }
+        // The line, then a caret marker under the offending token.
+        assert_eq!(report[0], *text);
+        let col = text.find(token).unwrap();
+        let marker = report[1];
+        assert_eq!(marker.find('^'), Some(col), "{report:?}");
+        assert!(
+            marker[col..].starts_with(&"^".repeat(token.len())),
+            "{report:?}"
+        );
+    }
+    assert_eq!(stderr.matches(&format!("{name}:")).count(), 5, "{stderr}");
+    let dump = d.dump();
+    assert_eq!(dump.len(), 993);
+    // Every good line is there, with handles in file order.
+    assert!(
+        dump[0].starts_with("handle 1: prio 1 ") && dump[0].contains("dst_port 1 "),
+        "{}",
+        dump[0]
+    );
+    assert!(
+        dump[1].starts_with("handle 2: prio 4 ") && dump[1].contains("dst_port 4 "),
+        "{}",
+        dump[1]
+    );
+
+    // Deletion by batch: the same file deletes what went in (the bad lines fail again).
+    let out = run(&d.sock, &["flow", "del", "--batch", file.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("993 deleted"), "{stdout}");
+    assert!(d.dump().is_empty());
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn big_file_line_numbers_span_requests_and_library_api_agrees() {
+    let d = Daemon::start("big");
+    // More rule lines than one request carries (MAX_BATCH = 100 000).
+    let n = 120_000;
+    let text = rules_file(n, &[(110_001, "prio 1 dst_ip 10.0.0.0/8 action bogus")]);
+    let file = std::env::temp_dir().join(format!("sluice-flow-big-{}.rules", std::process::id()));
+    std::fs::write(&file, &text).unwrap();
+    let out = run(&d.sock, &["flow", "add", "--batch", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{}:110001: ", file.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("bogus"), "{stderr}");
+    assert_eq!(d.dump().len(), n - 3);
+
+    // Deletion by handle, as a batch.
+    let handles: String = (1..=60_000).map(|h| format!("handle {h}\n")).collect();
+    std::fs::write(&file, &handles).unwrap();
+    let out = run(&d.sock, &["flow", "del", "--batch", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(d.dump().len(), n - 3 - 60_000);
+
+    // The library: one result per rule line, index = 0-based line number.
+    let mut c = Client::connect(&d.sock).unwrap();
+    let lib = "# lib\nprio 9 dst_ip 192.168.0.0/16 action drop\nprio 9 dst_ip 192.168.0.0/16 action drop\nprio 9 src_ip nope action drop\n";
+    let res = c.add_rules(lib).unwrap();
+    assert_eq!(res.len(), 3);
+    assert_eq!((res[0].index, res[0].error.as_deref()), (1, None));
+    let h = res[0].handle.expect("a handle");
+    assert_eq!(h, (n - 3) as u64 + 1);
+    assert_eq!(res[1].index, 2);
+    assert!(res[1]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains(&format!("handle {h}")));
+    assert_eq!(res[2].index, 3);
+    assert!(res[2].error.as_deref().unwrap().contains("^^^^"), "{res:?}");
+    let del = c.del_rules(&format!("handle {h}\nhandle 1\n")).unwrap();
+    assert_eq!(del[0].error, None);
+    assert!(del[1]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("no rule with handle 1"));
+    assert_eq!(d.dump().len(), n - 3 - 60_000);
+    let _ = std::fs::remove_file(&file);
+}

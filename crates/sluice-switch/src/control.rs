@@ -140,6 +140,10 @@ pub enum Request {
         /// Include counters still at zero.
         #[serde(default)]
         all: bool,
+        /// Rates per second over 5 s, 1 min and 1 h with each total (a list of
+        /// [`crate::metrics::RateInfo`]) instead of the object name → total.
+        #[serde(default)]
+        rates: bool,
     },
     /// Stop the daemon.
     Shutdown {},
@@ -180,7 +184,10 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
             Value::Null
         }
         Request::Stats {} => to_value(switch.stats().map_err(|e| e.to_string())?)?,
-        Request::Coverage { all } => {
+        Request::Coverage { all, rates: true } => {
+            to_value(crate::metrics::COVERAGE_RATES.show(&sluice_coverage::snapshot(), all))?
+        }
+        Request::Coverage { all, rates: false } => {
             let map: BTreeMap<&str, u64> = sluice_coverage::snapshot()
                 .into_iter()
                 .filter(|s| all || s.value != 0)

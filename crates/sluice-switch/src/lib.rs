@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod control;
+pub mod metrics;
 pub mod spread;
 pub mod switch;
 pub mod workers;
@@ -22,4 +23,5 @@ pub fn register_counters() {
     sluice_coverage::register(&control::COUNTERS);
     sluice_coverage::register(&switch::COUNTERS);
     sluice_coverage::register(&spread::COUNTERS);
+    sluice_coverage::register(&metrics::COUNTERS);
 }

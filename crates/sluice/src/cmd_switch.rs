@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use serde_json::Value;
 use sluice_switch::control::{Client, ControlServer, Request, ServerConfig, DEFAULT_SOCKET};
+use sluice_switch::metrics::{self, MetricsServer, RateInfo};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal};
@@ -71,6 +72,9 @@ pub struct Config {
     /// Longest wait to write one reply to a control client, in milliseconds.
     #[serde(default)]
     pub write_timeout_ms: Option<u64>,
+    /// Address (`HOST:PORT`) of the Prometheus text endpoint (`GET /metrics`); none when absent.
+    #[serde(default)]
+    pub metrics: Option<String>,
     /// Ports to open at start.
     #[serde(default)]
     pub ports: Vec<PortRequest>,
@@ -105,6 +109,10 @@ pub struct RunArgs {
     /// Most bytes of rules, by the table's per-rule estimate (overrides `max_rule_bytes`).
     #[arg(long, value_name = "BYTES")]
     max_rule_bytes: Option<usize>,
+    /// Serve Prometheus text metrics on `http://ADDR/metrics` (`HOST:PORT`; overrides
+    /// `metrics`).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// Runs the daemon until SIGINT/SIGTERM or a `shutdown` request.
@@ -185,6 +193,10 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         .context("cannot install the SIGINT/SIGTERM handlers")?;
     sluice_switch::register_counters();
     let server = ControlServer::bind_with(&socket, server_cfg)?;
+    let metrics = match args.metrics.as_ref().or(config.metrics.as_ref()) {
+        Some(addr) => Some(MetricsServer::bind(addr)?),
+        None => None,
+    };
     let switch = Arc::new(Switch::start(sc)?);
     for p in config.ports {
         let name = p.name.clone();
@@ -214,6 +226,11 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         if switch.threads() == 1 { "" } else { "s" }
     );
     let stop = Arc::new(AtomicBool::new(false));
+    let mut helpers = vec![metrics::spawn_sampler(Arc::clone(&stop))?];
+    if let Some(m) = metrics {
+        eprintln!("sluice: metrics on http://{}/metrics", m.local_addr()?);
+        helpers.push(m.spawn(Arc::clone(&switch), Arc::clone(&stop))?);
+    }
     let watcher = {
         let stop = Arc::clone(&stop);
         let switch = Arc::clone(&switch);
@@ -235,6 +252,9 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
     let served = server.run(&switch, &stop);
     stop.store(true, Ordering::SeqCst);
     let _ = watcher.join();
+    for h in helpers {
+        let _ = h.join();
+    }
     drop(server);
     // A connection still finishing a request may hold the switch: stop it anyway (its call
     // fails); shutdown never waits for a client.
@@ -590,18 +610,29 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `sluice coverage`.
+/// `sluice coverage`: each counter's rate per second over the last 5 s, minute and hour (from
+/// the samples the daemon takes every 5 s) and its total, as `ovs-appctl coverage/show` shows
+/// them; `--json`: an object counter name → `{"per_sec_5s", "per_sec_1m", "per_sec_1h",
+/// "total"}`.
 pub fn coverage(socket: &Path, all: bool, json: bool) -> Result<()> {
-    let v = request(socket, &Request::Coverage { all })?;
+    let v = request(socket, &Request::Coverage { all, rates: true })?;
+    let rates: Vec<RateInfo> =
+        serde_json::from_value(v).context("bad coverage rates from the daemon")?;
     if json {
-        println!("{v}");
+        let map: serde_json::Map<String, Value> = rates
+            .into_iter()
+            .map(|r| {
+                let name = r.name.clone();
+                let mut o = serde_json::to_value(r).unwrap_or(Value::Null);
+                if let Some(m) = o.as_object_mut() {
+                    m.remove("name");
+                }
+                (name, o)
+            })
+            .collect();
+        println!("{}", Value::Object(map));
         return Ok(());
     }
-    if let Some(m) = v.as_object() {
-        let w = m.keys().map(String::len).max().unwrap_or(0);
-        for (k, n) in m {
-            println!("{k:<w$}  {n}");
-        }
-    }
+    print!("{}", metrics::rates_table(&rates));
     Ok(())
 }

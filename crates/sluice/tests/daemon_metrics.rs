@@ -1,0 +1,269 @@
+//! Observability of `sluice run` as root: the Prometheus endpoint (`--metrics`) answers with
+//! the exact counters a test just moved (three pings forwarded between two TAPs in namespaces
+//! without IPv6, so nothing else crosses them; a malformed control request; one rule), and
+//! `sluice coverage` shows the rate columns.
+
+mod daemon_common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+fn unique(tag: &str) -> String {
+    format!("{tag}{}", std::process::id() % 100_000)
+}
+
+fn run(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd} {args:?}: {e}"))
+}
+
+fn must(cmd: &str, args: &[&str]) {
+    let out = run(cmd, args);
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A network namespace without IPv6 (no router solicitations, no MLD: nothing crosses its
+/// interfaces unless the test sends it); deleted when dropped.
+struct Ns(String);
+
+impl Ns {
+    fn new(name: String) -> Ns {
+        let _ = run("ip", &["netns", "del", &name]);
+        must("ip", &["netns", "add", &name]);
+        let ns = Ns(name);
+        ns.exec(&[
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ]);
+        ns
+    }
+
+    fn exec(&self, args: &[&str]) {
+        let mut all = vec!["netns", "exec", &self.0];
+        all.extend_from_slice(args);
+        must("ip", &all);
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = run("ip", &["netns", "del", &self.0]);
+    }
+}
+
+/// The daemon, killed when dropped.
+struct Daemon {
+    child: Child,
+    sock: PathBuf,
+    cfg: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.cfg);
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// `GET path` on `addr`: (status line, body).
+fn get(addr: &str, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).expect("connect to the metrics endpoint");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).expect("read");
+    let (head, body) = resp.split_once("\r\n\r\n").expect("an HTTP response");
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+fn has(text: &str, line: &str) -> bool {
+    text.lines().any(|l| l == line)
+}
+
+fn client(sock: &Path, args: &[&str]) -> String {
+    let out = sluice()
+        .arg("--socket")
+        .arg(sock)
+        .args(args)
+        .output()
+        .expect("run sluice");
+    assert!(
+        out.status.success(),
+        "sluice {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn metrics_endpoint_shows_the_counters_a_test_moved_and_coverage_shows_rates() {
+    sluice_testkit::root();
+    let (ta, tb) = (unique("mta"), unique("mtb"));
+    let (na, nb) = (
+        Ns::new(unique("sluice-met-a-")),
+        Ns::new(unique("sluice-met-b-")),
+    );
+    let dir = std::env::temp_dir();
+    let sock = dir.join(format!("{}.sock", unique("sluice-met-")));
+    let cfg = dir.join(format!("{}.json", unique("sluice-met-")));
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"{{"busy_poll_us": 0, "threads": 1,
+                "ports": [{{"name": "{ta}", "kind": "tap", "netns": "{}"}},
+                          {{"name": "{tb}", "kind": "tap", "netns": "{}"}}],
+                "flows": ["in_port {ta} action output:{tb}"]}}"#,
+            na.0, nb.0
+        ),
+    )
+    .expect("write config");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = sluice()
+        .arg("--socket")
+        .arg(&sock)
+        .args(["run", "--metrics", &addr, "--config"])
+        .arg(&cfg)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the daemon");
+    if let Err(said) = daemon_common::wait_listening(&mut child) {
+        panic!("the daemon did not start listening: {said}");
+    }
+    let d = Daemon { child, sock, cfg };
+
+    // Nothing moved yet.
+    let (status, before) = get(&addr, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{before}");
+    for line in [
+        format!("sluice_port_up{{port=\"1\",name=\"{ta}\"}} 1"),
+        format!("sluice_port_up{{port=\"2\",name=\"{tb}\"}} 1"),
+        "sluice_flow_rules 1".to_string(),
+        "sluice_flow_masks 1".to_string(),
+        "sluice_datapath_threads 1".to_string(),
+        "sluice_ctl_bad_requests_total 0".to_string(),
+        "# TYPE sluice_port_rx_kernel_drops_total counter".to_string(),
+        "# TYPE sluice_ctl_bad_requests_total counter".to_string(),
+    ] {
+        assert!(has(&before, &line), "{line:?} missing:\n{before}");
+    }
+
+    // Three pings of 98-byte frames from A, forwarded to B; a static neighbour means no ARP.
+    na.exec(&["ip", "link", "set", &ta, "up"]);
+    nb.exec(&["ip", "link", "set", &tb, "up"]);
+    na.exec(&["ip", "addr", "add", "10.77.0.1/24", "dev", &ta]);
+    na.exec(&[
+        "ip",
+        "neigh",
+        "add",
+        "10.77.0.2",
+        "lladdr",
+        "02:00:00:00:77:02",
+        "dev",
+        &ta,
+        "nud",
+        "permanent",
+    ]);
+    // No one answers: ping exits non-zero; only the requests matter.
+    let _ = run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &na.0,
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-W",
+            "1",
+            "10.77.0.2",
+        ],
+    );
+    // A malformed control request.
+    let mut c = UnixStream::connect(&d.sock).expect("connect");
+    c.write_all(b"{not json\n").expect("send");
+    let mut buf = [0u8; 256];
+    let n = c.read(&mut buf).expect("the refusal");
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("bad request"));
+
+    let want = [
+        format!("sluice_port_rx_packets_total{{port=\"1\",name=\"{ta}\"}} 3"),
+        format!("sluice_port_rx_bytes_total{{port=\"1\",name=\"{ta}\"}} 294"),
+        format!("sluice_port_tx_packets_total{{port=\"2\",name=\"{tb}\"}} 3"),
+        format!("sluice_port_tx_bytes_total{{port=\"2\",name=\"{tb}\"}} 294"),
+        format!("sluice_port_rx_packets_total{{port=\"2\",name=\"{tb}\"}} 0"),
+        format!("sluice_port_rx_no_match_total{{port=\"1\",name=\"{ta}\"}} 0"),
+        format!("sluice_port_tx_errors_total{{port=\"2\",name=\"{tb}\"}} 0"),
+        "sluice_ctl_bad_requests_total 1".to_string(),
+        "sluice_metrics_scrapes_total 1".to_string(),
+    ];
+    let mut after = String::new();
+    let waited = sluice_testkit::wait_until("the forwarded pings", Duration::from_secs(10), || {
+        after = get(&addr, "/metrics").1;
+        has(&after, &want[2])
+    });
+    assert!(waited.is_ok(), "{after}");
+    for line in &want[..want.len() - 1] {
+        assert!(has(&after, line), "{line:?} missing:\n{after}");
+    }
+    assert!(
+        after
+            .lines()
+            .any(|l| l.starts_with("sluice_metrics_scrapes_total ")),
+        "{after}"
+    );
+
+    // Anything but GET /metrics is refused and counted.
+    assert_eq!(get(&addr, "/").0, "HTTP/1.1 404 Not Found");
+    let (_, last) = get(&addr, "/metrics");
+    assert!(has(&last, "sluice_metrics_bad_requests_total 1"), "{last}");
+
+    // coverage/show columns, and the JSON form.
+    let table = client(&d.sock, &["coverage"]);
+    assert!(
+        table.starts_with(
+            "Event coverage, avg rate over last: 5 seconds, last minute, last hour, total:"
+        ),
+        "{table}"
+    );
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("ctl_bad_requests "))
+        .unwrap_or_else(|| panic!("no ctl_bad_requests line: {table}"));
+    assert_eq!(line.matches("/sec").count(), 3, "{line}");
+    assert!(line.ends_with("total: 1"), "{line}");
+    let json: serde_json::Value =
+        serde_json::from_str(&client(&d.sock, &["coverage", "--json"])).expect("coverage JSON");
+    let bad = &json["ctl_bad_requests"];
+    assert_eq!(bad["total"], 1, "{json}");
+    for k in ["per_sec_5s", "per_sec_1m", "per_sec_1h"] {
+        assert!(bad[k].as_f64().is_some_and(|r| r >= 0.0), "{k}: {json}");
+    }
+    drop(d);
+}

@@ -213,6 +213,7 @@ pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
         Ok(r) => r,
         Err(e) => {
             CTL_BAD_REQUESTS.inc();
+            tracing::debug!("control request refused: {e}");
             return json!({"ok": false, "error": format!("bad request: {e}")});
         }
     };
@@ -221,6 +222,7 @@ pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
         Ok(result) => json!({"ok": true, "result": result}),
         Err(error) => {
             CTL_ERRORS.inc();
+            tracing::debug!("control request failed: {error}");
             json!({"ok": false, "error": error})
         }
     }
@@ -502,11 +504,13 @@ impl ControlServer {
     ) {
         if let Err(msg) = admit(&stream, self.config.group) {
             CTL_PEER_REFUSED.inc();
+            tracing::debug!("control connection refused: {msg}");
             refuse(stream, &msg);
             return;
         }
         if conns.count.load(Ordering::SeqCst) >= self.config.max_connections {
             CTL_CONNECTIONS_REFUSED.inc();
+            tracing::debug!("control connection refused: max_connections reached");
             refuse(
                 stream,
                 &format!(

@@ -1,6 +1,7 @@
 //! The daemon (`sluice run`) and the control commands that talk to it (`sluice port|flow|
 //! features|stats|coverage`).
 
+use crate::daemon_log::{LogLevel, PortStates};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use serde_json::Value;
@@ -26,6 +27,7 @@ pub const DEFAULT_CONFIG: &str = r#"{
   "socket_group": "0",
   "max_connections": 64,
   "write_timeout_ms": 5000,
+  "log_level": "info",
   "ports": [],
   "flows": []
 }"#;
@@ -75,6 +77,9 @@ pub struct Config {
     /// Address (`HOST:PORT`) of the Prometheus text endpoint (`GET /metrics`); none when absent.
     #[serde(default)]
     pub metrics: Option<String>,
+    /// How much the daemon says on stderr: `error`, `warn`, `info` (default), `debug`, `trace`.
+    #[serde(default)]
+    pub log_level: Option<LogLevel>,
     /// Ports to open at start.
     #[serde(default)]
     pub ports: Vec<PortRequest>,
@@ -113,6 +118,9 @@ pub struct RunArgs {
     /// `metrics`).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// How much the daemon says on stderr (overrides `log_level`; default info).
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    log_level: Option<LogLevel>,
 }
 
 /// Runs the daemon until SIGINT/SIGTERM or a `shutdown` request.
@@ -134,6 +142,7 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         });
     let config: Config =
         serde_json::from_str(&text).with_context(|| format!("{where_}: invalid configuration"))?;
+    crate::daemon_log::init(args.log_level.or(config.log_level).unwrap_or_default());
     let mut sc = SwitchConfig::default();
     if let Some(b) = config.batch {
         if !(1..=1024).contains(&b) {
@@ -203,7 +212,7 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         let info = switch
             .add_port(p)
             .with_context(|| format!("{where_}: port {name:?}"))?;
-        eprintln!("sluice: port {} {} ({})", info.number, info.name, info.kind);
+        tracing::info!("port {} {} ({})", info.number, info.name, info.kind);
     }
     if !config.flows.is_empty() {
         let res = switch.add_flows(&config.flows, true)?;
@@ -219,8 +228,8 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
             bail!("{where_}: rules rejected:\n{}", errors.join("\n"));
         }
     }
-    eprintln!(
-        "sluice: listening on {} ({} datapath thread{})",
+    tracing::info!(
+        "listening on {} ({} datapath thread{})",
         server.path().display(),
         switch.threads(),
         if switch.threads() == 1 { "" } else { "s" }
@@ -228,7 +237,7 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut helpers = vec![metrics::spawn_sampler(Arc::clone(&stop))?];
     if let Some(m) = metrics {
-        eprintln!("sluice: metrics on http://{}/metrics", m.local_addr()?);
+        tracing::info!("metrics on http://{}/metrics", m.local_addr()?);
         helpers.push(m.spawn(Arc::clone(&switch), Arc::clone(&stop))?);
     }
     let watcher = {
@@ -236,6 +245,7 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         let switch = Arc::clone(&switch);
         std::thread::spawn(move || {
             let mut last_revive = Instant::now();
+            let mut states = PortStates::default();
             while !stop.load(Ordering::SeqCst) {
                 if signal_stop.load(Ordering::SeqCst) {
                     stop.store(true, Ordering::SeqCst);
@@ -244,6 +254,9 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
                 if last_revive.elapsed() >= Duration::from_secs(1) {
                     last_revive = Instant::now();
                     let _ = switch.revive_down_ports();
+                    if let Ok(ports) = switch.stats() {
+                        states.observe(&ports);
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -263,7 +276,7 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         Err(s) => s.halt()?,
     }
     served.context("control socket failed")?;
-    eprintln!("sluice: stopped");
+    tracing::info!("stopped");
     Ok(())
 }
 

@@ -9,6 +9,7 @@ mod cmd_gso;
 mod cmd_pcap_switch;
 mod cmd_switch;
 mod cmd_tx;
+mod daemon_log;
 mod demo;
 mod flow_cli;
 mod inspect;

@@ -267,3 +267,100 @@ fn metrics_endpoint_shows_the_counters_a_test_moved_and_coverage_shows_rates() {
     }
     drop(d);
 }
+
+/// Starts `sluice run ARGS` with a private socket and one TAP `tap`; returns the daemon and a
+/// channel of its stderr lines.
+fn start_logging(tap: &str, args: &[&str]) -> (Daemon, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir();
+    let sock = dir.join(format!("{}.sock", unique(&format!("sluice-log-{tap}-"))));
+    let cfg = dir.join(format!("{}.json", unique(&format!("sluice-log-{tap}-"))));
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"{{"busy_poll_us": 0, "threads": 1, "ports": [{{"name": "{tap}", "kind": "tap"}}]}}"#
+        ),
+    )
+    .expect("write config");
+    let mut child = sluice()
+        .arg("--socket")
+        .arg(&sock)
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the daemon");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let d = Daemon { child, sock, cfg };
+    let ready = sluice_testkit::wait_until("the control socket", Duration::from_secs(20), || {
+        UnixStream::connect(&d.sock).is_ok()
+    });
+    assert!(ready.is_ok(), "the daemon did not start");
+    (d, rx)
+}
+
+/// Lines of `rx` until one contains `what` (`Ok`) or 10 s pass (`Err` with what was said).
+fn said(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> Result<String, String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut all = String::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(what) => return Ok(l),
+            Ok(l) => {
+                all.push_str(&l);
+                all.push('\n');
+            }
+            Err(_) => break,
+        }
+    }
+    Err(all)
+}
+
+fn bad_request(sock: &Path) {
+    let mut c = UnixStream::connect(sock).expect("connect");
+    c.write_all(b"{\"cmd\": \"no_such_command\"}\n")
+        .expect("send");
+    let mut buf = [0u8; 512];
+    let n = c.read(&mut buf).expect("the refusal");
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("\"ok\":false"));
+}
+
+#[test]
+fn log_levels_choose_what_the_daemon_says() {
+    sluice_testkit::root();
+    // debug: startup at INFO, refusals at DEBUG, a vanished TAP at WARN.
+    let tap = unique("mlg");
+    let (d, rx) = start_logging(&tap, &["--log-level", "debug"]);
+    let l = said(&rx, "listening on").expect("the startup line");
+    assert!(l.contains("INFO"), "{l}");
+    bad_request(&d.sock);
+    let l = said(&rx, "control request refused").expect("the refusal at debug");
+    assert!(l.contains("DEBUG") && l.contains("no_such_command"), "{l}");
+    must("ip", &["link", "del", &tap]);
+    let l = said(&rx, "is down").expect("the port going down");
+    assert!(l.contains("WARN") && l.contains(&tap), "{l}");
+    drop(d);
+
+    // error: nothing at all for the same events.
+    let tap = unique("mle");
+    let (d, rx) = start_logging(&tap, &["--log-level", "error"]);
+    bad_request(&d.sock);
+    let mut c = UnixStream::connect(&d.sock).expect("connect");
+    c.write_all(b"{\"cmd\": \"shutdown\"}\n").expect("send");
+    let mut d = d;
+    let status = d.child.wait().expect("the daemon stops");
+    assert!(status.success());
+    let rest: Vec<String> = rx.iter().collect();
+    assert!(rest.is_empty(), "said at level error: {rest:?}");
+    let _ = run("ip", &["link", "del", &tap]);
+}

@@ -120,7 +120,11 @@ pub enum Request {
         atomic: bool,
     },
     /// Every rule.
-    FlowDump {},
+    FlowDump {
+        /// Each rule's packets, bytes and last use after its text.
+        #[serde(default)]
+        stats: bool,
+    },
     /// A port's features.
     FeaturesShow {
         /// The port name.
@@ -172,7 +176,8 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
                 .del_flows(&specs, atomic)
                 .map_err(|e| e.to_string())?,
         )?,
-        Request::FlowDump {} => to_value(switch.dump_flows())?,
+        Request::FlowDump { stats: false } => to_value(switch.dump_flows())?,
+        Request::FlowDump { stats: true } => to_value(switch.dump_flows_with_counters())?,
         Request::FeaturesShow { port } => {
             to_value(switch.features(&port).map_err(|e| e.to_string())?)?
         }

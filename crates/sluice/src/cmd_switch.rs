@@ -514,9 +514,9 @@ pub fn flow_add_daemon(
     Ok(())
 }
 
-/// `sluice flow dump`.
-pub fn flow_dump(socket: &Path) -> Result<()> {
-    let v = request(socket, &Request::FlowDump {})?;
+/// `sluice flow dump` (`stats`: with each rule's counters).
+pub fn flow_dump(socket: &Path, stats: bool) -> Result<()> {
+    let v = request(socket, &Request::FlowDump { stats })?;
     for line in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
         println!("{}", line.as_str().unwrap_or(""));
     }

@@ -239,6 +239,39 @@ fn metrics_endpoint_shows_the_counters_a_test_moved_and_coverage_shows_rates() {
         "{after}"
     );
 
+    // The rule's own counters in flow dump: the three pings, 98 bytes each.
+    let dump = client(&d.sock, &["flow", "dump"]);
+    let line = dump.lines().next().unwrap_or("");
+    assert!(
+        line.starts_with("handle 1: ") && line.contains(" packets=3 bytes=294 used="),
+        "{dump}"
+    );
+    let used = line.rsplit("used=").next().unwrap_or("");
+    let secs: f64 = used.trim_end_matches('s').parse().expect("used=SECONDSs");
+    assert!((0.0..60.0).contains(&secs), "{line}");
+    assert_eq!(
+        client(&d.sock, &["flow", "dump", "--no-stats"]).trim(),
+        format!(
+            "handle 1: {}",
+            line.trim_start_matches("handle 1: ")
+                .split(" packets=")
+                .next()
+                .unwrap_or("")
+        ),
+    );
+    // Deleted and added again (the table reuses its slot): a new handle, counters from zero.
+    client(&d.sock, &["flow", "del", "handle 1"]);
+    client(
+        &d.sock,
+        &["flow", "add", &format!("in_port {ta} action output:{tb}")],
+    );
+    let dump = client(&d.sock, &["flow", "dump"]);
+    assert!(
+        dump.trim().starts_with("handle 2: ")
+            && dump.trim().ends_with("packets=0 bytes=0 used=never"),
+        "{dump}"
+    );
+
     // Anything but GET /metrics is refused and counted.
     assert_eq!(get(&addr, "/").0, "HTTP/1.1 404 Not Found");
     let (_, last) = get(&addr, "/metrics");

@@ -149,6 +149,13 @@ pub enum Request {
         #[serde(default)]
         rates: bool,
     },
+    /// What the switch would do with one frame received on a port (nothing is sent).
+    Trace {
+        /// The ingress port name.
+        port: String,
+        /// The frame (Ethernet, no FCS) in hex; whitespace and `:` are ignored.
+        frame: String,
+    },
     /// Stop the daemon.
     Shutdown {},
 }
@@ -199,6 +206,10 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
                 .map(|s| (s.name, s.value))
                 .collect();
             to_value(map)?
+        }
+        Request::Trace { port, frame } => {
+            let frame = crate::trace::decode_hex(&frame)?;
+            to_value(switch.trace(&port, &frame).map_err(|e| e.to_string())?)?
         }
         Request::Shutdown {} => {
             stop.store(true, Ordering::SeqCst);

@@ -8,6 +8,7 @@ pub mod control;
 pub mod metrics;
 pub mod spread;
 pub mod switch;
+pub mod trace;
 pub mod workers;
 
 pub use control::{Client, ControlServer, Request, ServerConfig};

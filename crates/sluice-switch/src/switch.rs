@@ -982,6 +982,27 @@ impl Switch {
             .collect()
     }
 
+    /// For `trace`: the rule the current flow table gives `key`, with its actions.
+    pub(crate) fn trace_lookup(
+        &self,
+        key: &sluice_flow::FlowKey,
+    ) -> Option<(crate::trace::TraceRule, sluice_flow::ActionList)> {
+        let ctl = self.control();
+        let (h, priority, actions) = ctl.table.reader().lookup(key)?;
+        let rule = ctl.table.rule(h)?;
+        let text = RuleText {
+            rule: &rule,
+            ports: &ctl.names,
+        }
+        .to_string();
+        let rule = crate::trace::TraceRule {
+            handle: ctl.ext(h),
+            priority,
+            text,
+        };
+        Some((rule, actions))
+    }
+
     /// A port's features, as `ethtool -k` shows them (`rx-gro` is the switch's software GRO).
     pub fn features(&self, port: &str) -> Result<Vec<FeatureState>, SwitchError> {
         let number = self.number(port)?;

@@ -397,3 +397,158 @@ fn log_levels_choose_what_the_daemon_says() {
     assert!(rest.is_empty(), "said at level error: {rest:?}");
     let _ = run("ip", &["link", "del", &tap]);
 }
+
+/// An IPv4/UDP frame of `payload` bytes (IP checksum filled, UDP checksum 0: none).
+fn udp_frame(payload: usize) -> Vec<u8> {
+    let udp_len = 8 + payload;
+    let mut ip = vec![0x45, 0];
+    ip.extend_from_slice(&u16::try_from(20 + udp_len).expect("size").to_be_bytes());
+    ip.extend_from_slice(&[0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let csum = !(sum as u16);
+    ip[10..12].copy_from_slice(&csum.to_be_bytes());
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&1000u16.to_be_bytes());
+    f.extend_from_slice(&2000u16.to_be_bytes());
+    f.extend_from_slice(&u16::try_from(udp_len).expect("size").to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend(std::iter::repeat_n(0xab, payload));
+    f
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn trace_shows_the_rule_each_action_and_the_transmit_decisions() {
+    sluice_testkit::root();
+    let (t1, t2) = (unique("mtr1"), unique("mtr2"));
+    let dir = std::env::temp_dir();
+    let sock = dir.join(format!("{}.sock", unique("sluice-trace-")));
+    let cfg = dir.join(format!("{}.json", unique("sluice-trace-")));
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"{{"busy_poll_us": 0, "threads": 1,
+                "ports": [{{"name": "{t1}", "kind": "tap"}}, {{"name": "{t2}", "kind": "tap"}}],
+                "flows": ["prio 10 in_port {t1} action push_vlan:802.1q:100:0,output:{t2}",
+                          "prio 20 in_port {t1} dst_ip 10.0.0.9 action drop"]}}"#
+        ),
+    )
+    .expect("write config");
+    let mut child = sluice()
+        .arg("--socket")
+        .arg(&sock)
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the daemon");
+    if let Err(said) = daemon_common::wait_listening(&mut child) {
+        panic!("the daemon did not start listening: {said}");
+    }
+    let d = Daemon { child, sock, cfg };
+    let frame = udp_frame(18);
+    let before = client(&d.sock, &["stats", "--json"]);
+
+    // The VLAN is pushed in software by the action (the TAP has no tx-vlan-hw-insert), then
+    // the tagged frame goes out unchanged.
+    let v: serde_json::Value =
+        serde_json::from_str(&client(&d.sock, &["trace", &t1, &hex(&frame), "--json"]))
+            .expect("trace JSON");
+    assert_eq!(v["in_port"], 1, "{v}");
+    assert_eq!(v["layout"], "60 bytes: eth ipv4 udp", "{v}");
+    assert_eq!(v["rule"]["handle"], 1, "{v}");
+    assert_eq!(v["rule"]["priority"], 10, "{v}");
+    let steps = v["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 2, "{v}");
+    assert_eq!(steps[0]["action"], "push_vlan:802.1q:100:0");
+    assert_eq!(steps[0]["layout"], "64 bytes: eth vlan ipv4 udp");
+    let mut tagged = frame[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]);
+    tagged.extend_from_slice(&frame[12..]);
+    assert_eq!(steps[0]["frame_hex"], hex(&tagged), "{v}");
+    assert_eq!(steps[1]["action"], format!("output:{t2}"));
+    let tx = &steps[1]["tx"];
+    assert_eq!(tx["port"], 2);
+    assert_eq!(tx["name"], t2.as_str());
+    let feats: Vec<&str> = tx["features"]
+        .as_array()
+        .expect("features")
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect();
+    assert!(!feats.contains(&"tx-vlan-hw-insert"), "{tx}");
+    assert_eq!(tx["outcome"], "unchanged", "{tx}");
+    assert_eq!(tx["frames"], 1);
+    assert_eq!(tx["frame_layouts"][0], "64 bytes: eth vlan ipv4 udp");
+
+    // Too big for the egress MTU and not a GSO packet: transmit preparation drops it.
+    let big = udp_frame(3000);
+    let v: serde_json::Value =
+        serde_json::from_str(&client(&d.sock, &["trace", &t1, &hex(&big), "--json"]))
+            .expect("trace JSON");
+    let tx = &v["steps"][1]["tx"];
+    assert_eq!(tx["outcome"], "dropped", "{v}");
+    assert!(
+        tx["drop_reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{v}"
+    );
+    assert_eq!(tx["steps"][0], "drop", "{v}");
+
+    // The text form; a drop rule; no rule.
+    let text = client(&d.sock, &["trace", &t1, &hex(&frame)]);
+    assert!(text.contains("rule: handle 1, priority 10:"), "{text}");
+    assert!(
+        text.contains("1. push_vlan:802.1q:100:0 -> 64 bytes: eth vlan ipv4 udp"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("tx_prepare for port 2 ({t2})")),
+        "{text}"
+    );
+    let mut to9 = frame.clone();
+    to9[14 + 19] = 9;
+    to9[14 + 10] = 0;
+    to9[14 + 11] = 0;
+    let v: serde_json::Value =
+        serde_json::from_str(&client(&d.sock, &["trace", &t1, &hex(&to9), "--json"]))
+            .expect("trace JSON");
+    assert_eq!(v["rule"]["handle"], 2, "{v}");
+    assert_eq!(v["steps"][0]["action"], "drop", "{v}");
+    let v: serde_json::Value =
+        serde_json::from_str(&client(&d.sock, &["trace", &t2, &hex(&frame), "--json"]))
+            .expect("trace JSON");
+    assert!(
+        v["rule"].is_null() && v["steps"] == serde_json::json!([]),
+        "{v}"
+    );
+
+    // Bad input is refused clearly; nothing was sent or counted.
+    for (port, f, want) in [
+        ("nope", "00", "no port named"),
+        (t1.as_str(), "abc", "odd number"),
+        (t1.as_str(), "zz", "not a hex digit"),
+    ] {
+        let out = sluice()
+            .arg("--socket")
+            .arg(&d.sock)
+            .args(["trace", port, f])
+            .output()
+            .expect("run");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{err}");
+    }
+    let after = client(&d.sock, &["stats", "--json"]);
+    assert_eq!(before, after, "trace sends nothing");
+    drop(d);
+}

@@ -82,6 +82,31 @@ impl Drop for Daemon {
     }
 }
 
+impl Daemon {
+    /// Starts `sluice run ARGS --config FILE` with `config` on a private socket and waits until
+    /// it listens.
+    fn start(tag: &str, config: &str, args: &[&str]) -> Daemon {
+        let dir = std::env::temp_dir();
+        let sock = dir.join(format!("{}.sock", unique(tag)));
+        let cfg = dir.join(format!("{}.json", unique(tag)));
+        std::fs::write(&cfg, config).expect("write config");
+        let mut child = sluice()
+            .arg("--socket")
+            .arg(&sock)
+            .arg("run")
+            .args(args)
+            .arg("--config")
+            .arg(&cfg)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the daemon");
+        if let Err(said) = daemon_common::wait_listening(&mut child) {
+            panic!("the daemon did not start listening: {said}");
+        }
+        Daemon { child, sock, cfg }
+    }
+}
+
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
@@ -128,33 +153,18 @@ fn metrics_endpoint_shows_the_counters_a_test_moved_and_coverage_shows_rates() {
         Ns::new(unique("sluice-met-a-")),
         Ns::new(unique("sluice-met-b-")),
     );
-    let dir = std::env::temp_dir();
-    let sock = dir.join(format!("{}.sock", unique("sluice-met-")));
-    let cfg = dir.join(format!("{}.json", unique("sluice-met-")));
-    std::fs::write(
-        &cfg,
-        format!(
+    let addr = format!("127.0.0.1:{}", free_port());
+    let d = Daemon::start(
+        "sluice-met-",
+        &format!(
             r#"{{"busy_poll_us": 0, "threads": 1,
                 "ports": [{{"name": "{ta}", "kind": "tap", "netns": "{}"}},
                           {{"name": "{tb}", "kind": "tap", "netns": "{}"}}],
                 "flows": ["in_port {ta} action output:{tb}"]}}"#,
             na.0, nb.0
         ),
-    )
-    .expect("write config");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut child = sluice()
-        .arg("--socket")
-        .arg(&sock)
-        .args(["run", "--metrics", &addr, "--config"])
-        .arg(&cfg)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the daemon");
-    if let Err(said) = daemon_common::wait_listening(&mut child) {
-        panic!("the daemon did not start listening: {said}");
-    }
-    let d = Daemon { child, sock, cfg };
+        &["--metrics", &addr],
+    );
 
     // Nothing moved yet.
     let (status, before) = get(&addr, "/metrics");
@@ -431,31 +441,16 @@ fn hex(b: &[u8]) -> String {
 fn trace_shows_the_rule_each_action_and_the_transmit_decisions() {
     sluice_testkit::root();
     let (t1, t2) = (unique("mtr1"), unique("mtr2"));
-    let dir = std::env::temp_dir();
-    let sock = dir.join(format!("{}.sock", unique("sluice-trace-")));
-    let cfg = dir.join(format!("{}.json", unique("sluice-trace-")));
-    std::fs::write(
-        &cfg,
-        format!(
+    let d = Daemon::start(
+        "sluice-trace-",
+        &format!(
             r#"{{"busy_poll_us": 0, "threads": 1,
                 "ports": [{{"name": "{t1}", "kind": "tap"}}, {{"name": "{t2}", "kind": "tap"}}],
                 "flows": ["prio 10 in_port {t1} action push_vlan:802.1q:100:0,output:{t2}",
                           "prio 20 in_port {t1} dst_ip 10.0.0.9 action drop"]}}"#
         ),
-    )
-    .expect("write config");
-    let mut child = sluice()
-        .arg("--socket")
-        .arg(&sock)
-        .args(["run", "--config"])
-        .arg(&cfg)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the daemon");
-    if let Err(said) = daemon_common::wait_listening(&mut child) {
-        panic!("the daemon did not start listening: {said}");
-    }
-    let d = Daemon { child, sock, cfg };
+        &[],
+    );
     let frame = udp_frame(18);
     let before = client(&d.sock, &["stats", "--json"]);
 

@@ -22,6 +22,7 @@
 use crate::actions;
 use crate::buf::{BufPool, PacketBuf, DEFAULT_ROOM};
 use crate::port::{Port, PortDrops, PortError};
+use crate::rule_stats::{self, RuleCounters};
 use sluice_coverage::{counter, Counter};
 use sluice_flow::{Action, ExactCache, FlowKey, Reader};
 use sluice_offload::features::{Device, Feature, Features};
@@ -30,6 +31,7 @@ use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket};
 use sluice_wire::ParseConfig;
 use std::fmt;
 use std::os::fd::RawFd;
+use std::sync::Arc;
 
 counter!(pub DP_POLLS, "dp_polls", "datapath polls (one pass over every port)");
 counter!(pub DP_RX_PACKETS, "dp_rx_packets", "packets received by the datapath");
@@ -228,6 +230,10 @@ pub struct Datapath {
     tx: TxOutput,
     touched: Vec<u32>,
     now: u64,
+    /// Per-rule packets, bytes and last use, by the table's rule handle.
+    rules: Arc<RuleCounters>,
+    /// The time of the batch being processed ([`rule_stats::stamp_now`]).
+    stamp: u64,
 }
 
 impl fmt::Debug for Datapath {
@@ -253,7 +259,15 @@ impl Datapath {
             tx: TxOutput::new(),
             touched: Vec::new(),
             now: 0,
+            rules: Arc::new(RuleCounters::new()),
+            stamp: 0,
         }
+    }
+
+    /// This datapath's per-rule counters (packets, bytes, last use by the table's rule
+    /// handle), for the control side to read and to clear a deleted rule's.
+    pub fn rule_counters(&self) -> Arc<RuleCounters> {
+        Arc::clone(&self.rules)
     }
 
     /// The settings.
@@ -475,6 +489,7 @@ impl Datapath {
             return n;
         }
         DP_RX_PACKETS.add(self.rx.len() as u64);
+        self.stamp = rule_stats::stamp_now();
         for p in &mut self.rx {
             p.in_port = number;
             slot.stats.rx_packets += 1;
@@ -541,6 +556,7 @@ impl Datapath {
             }
             return;
         };
+        self.rules.hit(hit.handle.0, p.len() as u64, self.stamp);
         let list = hit.actions.as_slice();
         let mut sent = false;
         for a in list {

@@ -19,8 +19,10 @@ pub mod buf;
 pub mod datapath;
 pub mod port;
 pub mod rss;
+pub mod rule_stats;
 
 pub use buf::{BufPool, PacketBuf};
 pub use datapath::{Datapath, DatapathConfig, DatapathError, PortOptions, PortStats};
 pub use port::{MemPort, MemPortHandle, Port, PortDrops, PortError, RecvResult};
 pub use rss::Rss;
+pub use rule_stats::{RuleCount, RuleCounters};

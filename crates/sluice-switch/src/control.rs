@@ -142,7 +142,11 @@ pub enum Request {
         atomic: bool,
     },
     /// Every rule.
-    FlowDump {},
+    FlowDump {
+        /// Each rule's packets, bytes and last use after its text.
+        #[serde(default)]
+        stats: bool,
+    },
     /// A port's features.
     FeaturesShow {
         /// The port name.
@@ -162,6 +166,17 @@ pub enum Request {
         /// Include counters still at zero.
         #[serde(default)]
         all: bool,
+        /// Rates per second over 5 s, 1 min and 1 h with each total (a list of
+        /// [`crate::metrics::RateInfo`]) instead of the object name → total.
+        #[serde(default)]
+        rates: bool,
+    },
+    /// What the switch would do with one frame received on a port (nothing is sent).
+    Trace {
+        /// The ingress port name.
+        port: String,
+        /// The frame (Ethernet, no FCS) in hex; whitespace and `:` are ignored.
+        frame: String,
     },
     /// Stop the daemon.
     Shutdown {},
@@ -200,7 +215,8 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
                 .del_flows_text(&text, atomic)
                 .map_err(|e| e.to_string())?,
         )?,
-        Request::FlowDump {} => to_value(switch.dump_flows())?,
+        Request::FlowDump { stats: false } => to_value(switch.dump_flows())?,
+        Request::FlowDump { stats: true } => to_value(switch.dump_flows_with_counters())?,
         Request::FeaturesShow { port } => {
             to_value(switch.features(&port).map_err(|e| e.to_string())?)?
         }
@@ -212,13 +228,20 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
             Value::Null
         }
         Request::Stats {} => to_value(switch.stats().map_err(|e| e.to_string())?)?,
-        Request::Coverage { all } => {
+        Request::Coverage { all, rates: true } => {
+            to_value(crate::metrics::COVERAGE_RATES.show(&sluice_coverage::snapshot(), all))?
+        }
+        Request::Coverage { all, rates: false } => {
             let map: BTreeMap<&str, u64> = sluice_coverage::snapshot()
                 .into_iter()
                 .filter(|s| all || s.value != 0)
                 .map(|s| (s.name, s.value))
                 .collect();
             to_value(map)?
+        }
+        Request::Trace { port, frame } => {
+            let frame = crate::trace::decode_hex(&frame)?;
+            to_value(switch.trace(&port, &frame).map_err(|e| e.to_string())?)?
         }
         Request::Shutdown {} => {
             stop.store(true, Ordering::SeqCst);
@@ -238,6 +261,7 @@ pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
         Ok(r) => r,
         Err(e) => {
             CTL_BAD_REQUESTS.inc();
+            tracing::debug!("control request refused: {e}");
             return json!({"ok": false, "error": format!("bad request: {e}")});
         }
     };
@@ -246,6 +270,7 @@ pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
         Ok(result) => json!({"ok": true, "result": result}),
         Err(error) => {
             CTL_ERRORS.inc();
+            tracing::debug!("control request failed: {error}");
             json!({"ok": false, "error": error})
         }
     }
@@ -528,11 +553,13 @@ impl ControlServer {
     ) {
         if let Err(msg) = admit(&stream, self.config.group) {
             CTL_PEER_REFUSED.inc();
+            tracing::debug!("control connection refused: {msg}");
             refuse(stream, &msg);
             return;
         }
         if conns.count.load(Ordering::SeqCst) >= self.config.max_connections {
             CTL_CONNECTIONS_REFUSED.inc();
+            tracing::debug!("control connection refused: max_connections reached");
             refuse(
                 stream,
                 &format!(

@@ -5,8 +5,10 @@
 #![deny(unsafe_code)]
 
 pub mod control;
+pub mod metrics;
 pub mod spread;
 pub mod switch;
+pub mod trace;
 pub mod workers;
 
 pub use control::{Client, ControlServer, Request, ServerConfig};
@@ -22,4 +24,5 @@ pub fn register_counters() {
     sluice_coverage::register(&control::COUNTERS);
     sluice_coverage::register(&switch::COUNTERS);
     sluice_coverage::register(&spread::COUNTERS);
+    sluice_coverage::register(&metrics::COUNTERS);
 }

@@ -23,7 +23,7 @@ pub use text_batch::{is_rule_line, text_lines, LineError, TextBatchReply};
 use crate::workers::{open_queues, ThreadJob, ThreadStats, Workers};
 use serde::{Deserialize, Serialize};
 use sluice_coverage::counter;
-use sluice_datapath::{Datapath, DatapathConfig, PortOptions, PortStats};
+use sluice_datapath::{Datapath, DatapathConfig, PortOptions, PortStats, RuleCount, RuleCounters};
 use sluice_flow::{
     parse_rule, Action, BatchMode, Field, FlowTable, Handle, Mask, PortNames, Rule, RuleError,
     RuleRef, RuleText, TableConfig,
@@ -31,7 +31,7 @@ use sluice_flow::{
 use sluice_offload::features::Feature;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 counter!(pub SW_BAD_PORT_NUMBER, "sw_bad_port_number", "port_add refused: number 0 or above the OpenFlow range (MAX_PORT_NUMBER)");
@@ -345,6 +345,8 @@ type FastMap<K, V> = hashbrown::HashMap<K, V>;
 /// durable store would hook.
 struct Control {
     table: FlowTable,
+    /// Every datapath thread's per-rule counters (by the table's handle).
+    rule_counters: Vec<Arc<RuleCounters>>,
     names: PortNames,
     ports: BTreeMap<String, PortEntry>,
     max_masks: usize,
@@ -403,6 +405,9 @@ impl Control {
 
     /// Records a rule the table deleted.
     fn record_delete(&mut self, h: Handle, mask: &Mask) {
+        for c in &self.rule_counters {
+            c.clear(h.0);
+        }
         if let Some(slot) = self.ext_of.get_mut(h.0 as usize) {
             self.int_of.remove(slot);
             *slot = 0;
@@ -528,10 +533,19 @@ impl Switch {
             ..TableConfig::default()
         });
         let workers = Workers::start(&table, &cfg)?;
+        let rule_counters = workers.run(
+            (0..workers.threads())
+                .map(|i| {
+                    let job: ThreadJob<Arc<RuleCounters>> = Box::new(|dp| dp.rule_counters());
+                    (i, job)
+                })
+                .collect(),
+        )?;
         Ok(Switch {
             workers,
             control: Mutex::new(Control {
                 table,
+                rule_counters,
                 names: PortNames::new(),
                 ports: BTreeMap::new(),
                 max_masks: cfg.max_masks,
@@ -931,22 +945,63 @@ impl Switch {
 
     /// Every rule as `handle N: <rule text>`, by handle.
     pub fn dump_flows(&self) -> Vec<String> {
+        self.dump(false)
+    }
+
+    /// Every rule as `handle N: <rule text> packets=P bytes=B used=Ts`, by handle: the rule's
+    /// packets and bytes (as received) summed over the datapath threads, and how long ago it
+    /// was last hit (`used=never` for a rule never hit).
+    pub fn dump_flows_with_counters(&self) -> Vec<String> {
+        self.dump(true)
+    }
+
+    fn dump(&self, counters: bool) -> Vec<String> {
         let ctl = self.control();
-        let mut rules: Vec<_> = ctl.table.rules().map(|(h, r)| (ctl.ext(h), r)).collect();
-        rules.sort_by_key(|(h, _)| *h);
+        let mut rules: Vec<_> = ctl.table.rules().map(|(h, r)| (ctl.ext(h), h, r)).collect();
+        rules.sort_by_key(|(h, _, _)| *h);
         rules
             .iter()
-            .map(|(h, r)| {
+            .map(|(h, int, r)| {
+                let text = RuleText {
+                    rule: r,
+                    ports: &ctl.names,
+                };
+                if !counters {
+                    return format!("handle {h}: {text}");
+                }
+                let mut c = RuleCount::default();
+                for t in &ctl.rule_counters {
+                    c.merge(t.get(int.0));
+                }
+                let used = sluice_datapath::rule_stats::age(c.used)
+                    .map_or("never".to_string(), |d| format!("{:.3}s", d.as_secs_f64()));
                 format!(
-                    "handle {}: {}",
-                    h,
-                    RuleText {
-                        rule: r,
-                        ports: &ctl.names
-                    }
+                    "handle {h}: {text} packets={} bytes={} used={used}",
+                    c.packets, c.bytes
                 )
             })
             .collect()
+    }
+
+    /// For `trace`: the rule the current flow table gives `key`, with its actions.
+    pub(crate) fn trace_lookup(
+        &self,
+        key: &sluice_flow::FlowKey,
+    ) -> Option<(crate::trace::TraceRule, sluice_flow::ActionList)> {
+        let ctl = self.control();
+        let (h, priority, actions) = ctl.table.reader().lookup(key)?;
+        let rule = ctl.table.rule(h)?;
+        let text = RuleText {
+            rule: &rule,
+            ports: &ctl.names,
+        }
+        .to_string();
+        let rule = crate::trace::TraceRule {
+            handle: ctl.ext(h),
+            priority,
+            text,
+        };
+        Some((rule, actions))
     }
 
     /// A port's features, as `ethtool -k` shows them (`rx-gro` is the switch's software GRO).

@@ -53,8 +53,13 @@ pub enum FlowCmd {
         #[arg(long)]
         atomic: bool,
     },
-    /// Print every rule of the running switch, with its handle.
-    Dump,
+    /// Print every rule of the running switch, with its handle and its counters:
+    /// `handle N: <rule> packets=P bytes=B used=Ts` (`used=never`: not hit yet).
+    Dump {
+        /// Only `handle N: <rule>`, without the counters.
+        #[arg(long)]
+        no_stats: bool,
+    },
 }
 
 /// `sluice bench` subcommands.
@@ -115,7 +120,7 @@ pub fn run_flow(socket: &std::path::Path, cmd: FlowCmd) -> Result<()> {
             batch,
             atomic,
         } => crate::cmd_switch::flow_add_daemon(socket, &specs, batch.as_deref(), atomic, true),
-        FlowCmd::Dump => crate::cmd_switch::flow_dump(socket),
+        FlowCmd::Dump { no_stats } => crate::cmd_switch::flow_dump(socket, !no_stats),
         FlowCmd::Add {
             rules,
             batch,

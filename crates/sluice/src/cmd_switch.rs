@@ -1,10 +1,12 @@
 //! The daemon (`sluice run`) and the control commands that talk to it (`sluice port|flow|
 //! features|stats|coverage`).
 
+use crate::daemon_log::{LogLevel, PortStates};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use serde_json::Value;
 use sluice_switch::control::{Client, ControlServer, Request, ServerConfig, DEFAULT_SOCKET};
+use sluice_switch::metrics::{self, MetricsServer, RateInfo};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
 use std::collections::BTreeMap;
 
@@ -25,6 +27,7 @@ pub const DEFAULT_CONFIG: &str = r#"{
   "socket_group": "0",
   "max_connections": 64,
   "write_timeout_ms": 5000,
+  "log_level": "info",
   "ports": [],
   "flows": []
 }"#;
@@ -71,6 +74,12 @@ pub struct Config {
     /// Longest wait to write one reply to a control client, in milliseconds.
     #[serde(default)]
     pub write_timeout_ms: Option<u64>,
+    /// Address (`HOST:PORT`) of the Prometheus text endpoint (`GET /metrics`); none when absent.
+    #[serde(default)]
+    pub metrics: Option<String>,
+    /// How much the daemon says on stderr: `error`, `warn`, `info` (default), `debug`, `trace`.
+    #[serde(default)]
+    pub log_level: Option<LogLevel>,
     /// Ports to open at start.
     #[serde(default)]
     pub ports: Vec<PortRequest>,
@@ -105,6 +114,13 @@ pub struct RunArgs {
     /// Most bytes of rules, by the table's per-rule estimate (overrides `max_rule_bytes`).
     #[arg(long, value_name = "BYTES")]
     max_rule_bytes: Option<usize>,
+    /// Serve Prometheus text metrics on `http://ADDR/metrics` (`HOST:PORT`; overrides
+    /// `metrics`).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+    /// How much the daemon says on stderr (overrides `log_level`; default info).
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    log_level: Option<LogLevel>,
 }
 
 /// Runs the daemon until SIGINT/SIGTERM or a `shutdown` request.
@@ -126,6 +142,7 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         });
     let config: Config =
         serde_json::from_str(&text).with_context(|| format!("{where_}: invalid configuration"))?;
+    crate::daemon_log::init(args.log_level.or(config.log_level).unwrap_or_default());
     let mut sc = SwitchConfig::default();
     if let Some(b) = config.batch {
         if !(1..=1024).contains(&b) {
@@ -185,13 +202,17 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         .context("cannot install the SIGINT/SIGTERM handlers")?;
     sluice_switch::register_counters();
     let server = ControlServer::bind_with(&socket, server_cfg)?;
+    let metrics = match args.metrics.as_ref().or(config.metrics.as_ref()) {
+        Some(addr) => Some(MetricsServer::bind(addr)?),
+        None => None,
+    };
     let switch = Arc::new(Switch::start(sc)?);
     for p in config.ports {
         let name = p.name.clone();
         let info = switch
             .add_port(p)
             .with_context(|| format!("{where_}: port {name:?}"))?;
-        eprintln!("sluice: port {} {} ({})", info.number, info.name, info.kind);
+        tracing::info!("port {} {} ({})", info.number, info.name, info.kind);
     }
     if !config.flows.is_empty() {
         let res = switch.add_flows(&config.flows, true)?;
@@ -207,18 +228,24 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
             bail!("{where_}: rules rejected:\n{}", errors.join("\n"));
         }
     }
-    eprintln!(
-        "sluice: listening on {} ({} datapath thread{})",
+    tracing::info!(
+        "listening on {} ({} datapath thread{})",
         server.path().display(),
         switch.threads(),
         if switch.threads() == 1 { "" } else { "s" }
     );
     let stop = Arc::new(AtomicBool::new(false));
+    let mut helpers = vec![metrics::spawn_sampler(Arc::clone(&stop))?];
+    if let Some(m) = metrics {
+        tracing::info!("metrics on http://{}/metrics", m.local_addr()?);
+        helpers.push(m.spawn(Arc::clone(&switch), Arc::clone(&stop))?);
+    }
     let watcher = {
         let stop = Arc::clone(&stop);
         let switch = Arc::clone(&switch);
         std::thread::spawn(move || {
             let mut last_revive = Instant::now();
+            let mut states = PortStates::default();
             while !stop.load(Ordering::SeqCst) {
                 if signal_stop.load(Ordering::SeqCst) {
                     stop.store(true, Ordering::SeqCst);
@@ -227,6 +254,9 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
                 if last_revive.elapsed() >= Duration::from_secs(1) {
                     last_revive = Instant::now();
                     let _ = switch.revive_down_ports();
+                    if let Ok(ports) = switch.stats() {
+                        states.observe(&ports);
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -235,6 +265,9 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
     let served = server.run(&switch, &stop);
     stop.store(true, Ordering::SeqCst);
     let _ = watcher.join();
+    for h in helpers {
+        let _ = h.join();
+    }
     drop(server);
     // A connection still finishing a request may hold the switch: stop it anyway (its call
     // fails); shutdown never waits for a client.
@@ -243,7 +276,7 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         Err(s) => s.halt()?,
     }
     served.context("control socket failed")?;
-    eprintln!("sluice: stopped");
+    tracing::info!("stopped");
     Ok(())
 }
 
@@ -405,9 +438,9 @@ pub fn flow_add_daemon(
     crate::flow_load::flow_batch_daemon(client(socket)?, rules, batch, atomic, delete)
 }
 
-/// `sluice flow dump`.
-pub fn flow_dump(socket: &Path) -> Result<()> {
-    let v = request(socket, &Request::FlowDump {})?;
+/// `sluice flow dump` (`stats`: with each rule's counters).
+pub fn flow_dump(socket: &Path, stats: bool) -> Result<()> {
+    let v = request(socket, &Request::FlowDump { stats })?;
     for line in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
         println!("{}", line.as_str().unwrap_or(""));
     }
@@ -514,18 +547,29 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `sluice coverage`.
+/// `sluice coverage`: each counter's rate per second over the last 5 s, minute and hour (from
+/// the samples the daemon takes every 5 s) and its total, as `ovs-appctl coverage/show` shows
+/// them; `--json`: an object counter name → `{"per_sec_5s", "per_sec_1m", "per_sec_1h",
+/// "total"}`.
 pub fn coverage(socket: &Path, all: bool, json: bool) -> Result<()> {
-    let v = request(socket, &Request::Coverage { all })?;
+    let v = request(socket, &Request::Coverage { all, rates: true })?;
+    let rates: Vec<RateInfo> =
+        serde_json::from_value(v).context("bad coverage rates from the daemon")?;
     if json {
-        println!("{v}");
+        let map: serde_json::Map<String, Value> = rates
+            .into_iter()
+            .map(|r| {
+                let name = r.name.clone();
+                let mut o = serde_json::to_value(r).unwrap_or(Value::Null);
+                if let Some(m) = o.as_object_mut() {
+                    m.remove("name");
+                }
+                (name, o)
+            })
+            .collect();
+        println!("{}", Value::Object(map));
         return Ok(());
     }
-    if let Some(m) = v.as_object() {
-        let w = m.keys().map(String::len).max().unwrap_or(0);
-        for (k, n) in m {
-            println!("{k:<w$}  {n}");
-        }
-    }
+    print!("{}", metrics::rates_table(&rates));
     Ok(())
 }

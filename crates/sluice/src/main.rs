@@ -8,7 +8,9 @@ mod cmd_gro;
 mod cmd_gso;
 mod cmd_pcap_switch;
 mod cmd_switch;
+mod cmd_trace;
 mod cmd_tx;
+mod daemon_log;
 mod demo;
 mod flow_cli;
 mod flow_load;
@@ -71,6 +73,9 @@ enum Cmd {
     /// Benchmarks that print their numbers (`--json` for machines).
     #[command(subcommand)]
     Bench(cmd_flow::BenchCmd),
+    /// What the running switch would do with one frame received on a port: the rule, each
+    /// action's effect, each output's transmit decisions (nothing is sent).
+    Trace(cmd_trace::Args),
 }
 
 #[derive(Subcommand, Debug)]
@@ -134,6 +139,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Stats { json } => cmd_switch::stats(&cli.socket, json),
         Cmd::Coverage { all, json } => cmd_switch::coverage(&cli.socket, all, json),
         Cmd::Bench(cmd) => cmd_flow::run_bench(cmd),
+        Cmd::Trace(args) => cmd_trace::run(&cli.socket, args),
     }
 }
 

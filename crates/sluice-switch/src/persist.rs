@@ -92,6 +92,20 @@ fn port_request(p: &StoredPort) -> Result<PortRequest, String> {
     })
 }
 
+/// Deletes the TAP of `req` that a switch with a store kept (`persist`: made it persistent)
+/// once the port is gone. Best effort: the device may already have been deleted.
+pub(super) fn delete_kept_tap(req: &PortRequest, persist: bool) {
+    if !persist || req.kind != PortKind::Tap {
+        return;
+    }
+    let name = req.name.clone();
+    let delete = move || sluice_ports::tap::Tap::delete_persistent(&name);
+    let _ = match &req.netns {
+        None => delete(),
+        Some(ns) => sluice_ports::netns::enter_named(ns, delete).and_then(|r| r),
+    };
+}
+
 /// Stands in for a restored port whose device could not be opened: its first poll fails with
 /// `ENODEV`, which takes the port `down`, and the switch's recovery of down ports reattaches
 /// the device when it is back.
@@ -432,7 +446,7 @@ impl Switch {
                     port.handle
                 ))
             })?;
-            let queues = match open_queues(&req, threads) {
+            let queues = match open_queues(&req, threads, true) {
                 Ok(q) => q,
                 Err(e) => {
                     report.ports_down += 1;

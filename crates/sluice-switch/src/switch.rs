@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 #[path = "persist.rs"]
 mod persist;
+use persist::delete_kept_tap;
 pub use persist::StoreReport;
 
 counter!(pub SW_BAD_PORT_NUMBER, "sw_bad_port_number", "port_add refused: number 0 or above the OpenFlow range (MAX_PORT_NUMBER)");
@@ -628,13 +629,15 @@ impl Switch {
                     ))
                 })?,
         };
-        let queues = open_queues(&req, self.workers.threads())?;
+        let persist = ctl.store.is_some();
+        let queues = open_queues(&req, self.workers.threads(), persist)?;
         let opts = PortOptions { gro: req.gro };
         self.workers
             .add_port(number, queues, opts)?
             .map_err(|e| SwitchError::Invalid(format!("port {:?}: {e}", req.name)))?;
         if let Err(e) = ctl.persist_port_add(number, &req) {
             self.workers.remove_port(number)?;
+            delete_kept_tap(&req, persist);
             return Err(e);
         }
         let name = req.name.clone();
@@ -696,6 +699,9 @@ impl Switch {
         }
         ctl.persist_port_del(name, naming, saved)?;
         self.workers.remove_port(number)?;
+        if let Some(e) = ctl.ports.get(name) {
+            delete_kept_tap(&e.req, ctl.store.is_some());
+        }
         ctl.remove_port_entry(name);
         Ok(())
     }
@@ -723,7 +729,8 @@ impl Switch {
 
     /// Opens `req` again and puts it in place of port `number`.
     fn revive(&self, name: &str, number: u32, req: &PortRequest) -> Result<(), SwitchError> {
-        let queues = open_queues(req, self.workers.threads())
+        let persist = self.control().store.is_some();
+        let queues = open_queues(req, self.workers.threads(), persist)
             .inspect_err(|_| SW_PORT_REVIVE_FAILED.inc())?;
         self.workers
             .replace_port(number, queues)?

@@ -205,6 +205,14 @@ impl Drop for Netns {
     }
 }
 
+/// Whether interface `name` exists in namespace `ns`.
+fn has_link(ns: &Netns, name: &str) -> bool {
+    Command::new("ip")
+        .args(["netns", "exec", &ns.0, "ip", "link", "show", name])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 /// Pings `addr` from namespace `ns` (three tries of three packets).
 fn pings(ns: &Netns, addr: &str) -> bool {
     (0..3).any(|_| {
@@ -232,11 +240,21 @@ fn a_restart_restores_ports_features_rules_and_traffic() {
         format!("prio 10 in_port {tb} action output:{ta}"),
     ]);
     d.add(&rules(1, 1000));
+    na.ip(&["addr", "add", "10.201.0.1/24", "dev", &ta]);
+    na.ip(&["link", "set", &ta, "up"]);
+    nb.ip(&["addr", "add", "10.201.0.2/24", "dev", &tb]);
+    nb.ip(&["link", "set", &tb, "up"]);
+    assert!(pings(&na, "10.201.0.2"), "no traffic before the restart");
     let ports = d.ok(json!({"cmd": "port_list"}));
     let features = d.ok(json!({"cmd": "features_show", "port": ta}));
     let dump = d.ok(json!({"cmd": "flow_dump"}));
     assert_eq!(dump.as_array().map(Vec::len), Some(1002));
     d.stop();
+    // The TAPs were kept (persistent), with their addresses.
+    assert!(
+        has_link(&na, &ta) && has_link(&nb, &tb),
+        "the TAPs vanished"
+    );
 
     let d = start(&s).expect("second start");
     assert!(
@@ -247,16 +265,16 @@ fn a_restart_restores_ports_features_rules_and_traffic() {
     assert_eq!(d.ok(json!({"cmd": "port_list"})), ports);
     assert_eq!(d.ok(json!({"cmd": "features_show", "port": ta})), features);
     assert_eq!(d.ok(json!({"cmd": "flow_dump"})), dump);
-    // The TAPs are created again (not kept): the namespaces' addresses are set again.
-    na.ip(&["addr", "add", "10.201.0.1/24", "dev", &ta]);
-    na.ip(&["link", "set", &ta, "up"]);
-    nb.ip(&["addr", "add", "10.201.0.2/24", "dev", &tb]);
-    nb.ip(&["link", "set", &tb, "up"]);
+    // Reattached to the kept TAPs: their addresses are still there and traffic flows.
     assert!(
         pings(&na, "10.201.0.2"),
         "no traffic through the restored ports"
     );
+    // port_del deletes a kept TAP.
+    d.ok(json!({"cmd": "port_del", "name": tb, "force": true}));
+    assert!(!has_link(&nb, &tb), "port_del left the TAP");
     d.stop();
+    assert!(has_link(&na, &ta), "the TAP vanished at the second stop");
 }
 
 #[test]
@@ -347,6 +365,8 @@ fn d_handles_are_never_reused_across_restarts() {
         p2["handle"],
         p["handle"]
     );
+    // The store keeps TAPs across restarts: delete this one (in this namespace) before leaving.
+    d.ok(json!({"cmd": "port_del", "name": p2["name"]}));
     d.stop();
 }
 
@@ -376,6 +396,16 @@ fn the_config_names_the_store_and_no_db_keeps_none() {
         .as_str()
         .is_some_and(|l| l.starts_with(&format!("handle {}: ", h[0]))));
     d.stop();
+    // Without a store a TAP is not kept.
+    let tap = unique("sdbn");
+    let d = start_with(&s, &["--no-db"]).expect("start --no-db");
+    d.ok(json!({"cmd": "port_add", "name": tap, "kind": "tap"}));
+    d.stop();
+    let kept = Command::new("ip")
+        .args(["link", "show", &tap])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(!kept, "--no-db kept the TAP {tap}");
     // Both flags: refused.
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .arg("--socket")

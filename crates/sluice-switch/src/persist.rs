@@ -37,6 +37,19 @@ pub struct StoreReport {
     pub fresh: bool,
 }
 
+/// The switch's store and when it last recorded a change.
+pub(super) struct Durable {
+    store: Store,
+    last_commit: Instant,
+}
+
+/// Compaction waits until no change was recorded for this long (a rule load in chunks is not
+/// stalled by it)…
+const COMPACT_IDLE: Duration = Duration::from_secs(1);
+
+/// …unless the journal has grown past this.
+const COMPACT_ANYWAY: u64 = 1 << 30;
+
 /// Most rules restored per classifier batch.
 const RESTORE_CHUNK: usize = 65_536;
 
@@ -162,7 +175,10 @@ impl Control {
     fn commit(&mut self, changes: &[Change]) -> Result<(), SwitchError> {
         match &mut self.store {
             None => Ok(()),
-            Some(store) => store.commit(changes).map_err(store_error),
+            Some(d) => {
+                d.last_commit = Instant::now();
+                d.store.commit(changes).map_err(store_error)
+            }
         }
     }
 
@@ -259,15 +275,18 @@ impl Control {
         if added.is_empty() {
             return Ok(());
         }
-        let Some(store) = self.store.as_mut() else {
+        let Some(d) = self.store.as_mut() else {
             return Ok(());
         };
-        let out = store.commit_rules(added.iter().map(|&(handle, _, priority, text)| StoredRule {
-            handle,
-            priority,
-            matches: text,
-            actions: &[],
-        }));
+        d.last_commit = Instant::now();
+        let out = d
+            .store
+            .commit_rules(added.iter().map(|&(handle, _, priority, text)| StoredRule {
+                handle,
+                priority,
+                matches: text,
+                actions: &[],
+            }));
         let Err(e) = out else {
             return Ok(());
         };
@@ -518,21 +537,26 @@ impl Switch {
                 store.path().display()
             ));
         }
-        ctl.store = Some(store);
+        ctl.store = Some(Durable {
+            store,
+            last_commit: Instant::now(),
+        });
         Ok(report)
     }
 
-    /// Compacts the store if it suggests it ([`Store::should_compact`]); the daemon calls it
-    /// between requests. Returns whether it compacted.
+    /// Compacts the store if it suggests it ([`Store::should_compact`]) and no change was
+    /// recorded in the last second (or the journal is over 1 GiB); the daemon calls it once a
+    /// second, between requests. Returns whether it compacted.
     pub fn compact_store(&self) -> Result<bool, SwitchError> {
         let mut ctl = self.control();
-        let Some(store) = ctl.store.as_mut() else {
+        let Some(d) = ctl.store.as_mut() else {
             return Ok(false);
         };
-        if !store.should_compact() {
+        let idle = d.last_commit.elapsed() >= COMPACT_IDLE;
+        if !d.store.should_compact() || !(idle || d.store.journal_bytes() > COMPACT_ANYWAY) {
             return Ok(false);
         }
-        store
+        d.store
             .compact()
             .map_err(|e| SwitchError::Store(e.to_string()))?;
         Ok(true)

@@ -354,7 +354,7 @@ struct Control {
     /// Rules per distinct mask.
     masks: HashMap<Mask, usize>,
     /// The durable store, if the switch has one (`sluice run --db`).
-    store: Option<sluice_store::Store>,
+    store: Option<persist::Durable>,
 }
 
 impl Control {

@@ -416,3 +416,85 @@ fn the_config_names_the_store_and_no_db_keeps_none() {
         .expect("run");
     assert!(!out.status.success());
 }
+
+/// A small tmpfs mounted for one test; unmounted at the end.
+struct SmallFs(PathBuf);
+
+impl SmallFs {
+    fn new(at: PathBuf, size: &str) -> SmallFs {
+        std::fs::create_dir_all(&at).expect("mount point");
+        let opts = format!("size={size}");
+        run(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            &opts,
+            "tmpfs",
+            at.to_str().expect("utf-8"),
+        ]);
+        SmallFs(at)
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).output();
+    }
+}
+
+#[test]
+fn a_failed_commit_is_an_error_and_nothing_stays_applied() {
+    let s = Scratch::new();
+    let fs = SmallFs::new(s.0.join("small"), "256k");
+    let db = fs.0.join("db");
+    let db_s = db.to_str().expect("utf-8");
+    let d = start_with(&s, &["--db", db_s]).expect("start");
+    // Fill the store until a commit fails (ENOSPC): every acknowledged batch is kept, the
+    // refused one is not applied.
+    let mut acked = 0usize;
+    let mut refused = None;
+    for batch in 0..200u8 {
+        let v = d.ask(&json!({"cmd": "flow_add", "rules": rules(batch, 250)}));
+        if v["ok"] == true {
+            acked += 250;
+            continue;
+        }
+        refused = Some(v["error"].as_str().unwrap_or_default().to_string());
+        break;
+    }
+    let refused = refused.expect("the 256 KiB store never filled up");
+    assert!(refused.contains("not applied"), "{refused}");
+    let dump = d.ok(json!({"cmd": "flow_dump"}));
+    assert_eq!(
+        dump.as_array().map(Vec::len),
+        Some(acked),
+        "a refused rule stayed"
+    );
+    // The store is poisoned: later changes are refused and not applied either.
+    let tap = unique("sdbf");
+    let v = d.ask(&json!({"cmd": "port_add", "name": tap, "kind": "tap"}));
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(d.ok(json!({"cmd": "port_list"})), json!([]));
+    let kept = Command::new("ip")
+        .args(["link", "show", &tap])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(!kept, "a refused port_add left its TAP");
+    let h = dump[0]
+        .as_str()
+        .and_then(|l| l.split(':').next())
+        .unwrap_or("");
+    let v = d.ask(&json!({"cmd": "flow_del", "specs": [h]}));
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(
+        d.ok(json!({"cmd": "flow_dump"})),
+        dump,
+        "a refused delete stayed"
+    );
+    d.stop();
+    // A restart repairs the tail and has exactly what was acknowledged.
+    let d = start_with(&s, &["--db", db_s]).expect("restart");
+    assert_eq!(d.ok(json!({"cmd": "flow_dump"})), dump);
+    d.stop();
+}

@@ -498,3 +498,46 @@ fn a_failed_commit_is_an_error_and_nothing_stays_applied() {
     assert_eq!(d.ok(json!({"cmd": "flow_dump"})), dump);
     d.stop();
 }
+
+#[test]
+fn a_port_whose_device_is_gone_at_restart_starts_down_and_comes_back() {
+    let s = Scratch::new();
+    let ns = Netns::new();
+    let (va, vb) = (unique("sdbv"), unique("sdbw"));
+    let veth = || {
+        ns.ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
+        ns.ip(&["link", "set", &va, "up"]);
+        ns.ip(&["link", "set", &vb, "up"]);
+    };
+    veth();
+    let d = start(&s).expect("first start");
+    d.ok(json!({"cmd": "port_add", "name": va, "kind": "afpacket", "netns": ns.0, "number": 5}));
+    let h = d.add(&[format!("in_port {va} action drop")]);
+    d.stop();
+    ns.ip(&["link", "del", &va]);
+
+    let d = start(&s).expect("start without the device");
+    assert!(
+        d.said.contains(&format!("port 5 \"{va}\" starts down")),
+        "{}",
+        d.said
+    );
+    let state = |d: &Daemon| d.ok(json!({"cmd": "port_list"}))[0]["state"].clone();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while state(&d) != "down" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(state(&d), "down");
+    let dump = d.ok(json!({"cmd": "flow_dump"}));
+    assert!(dump[0]
+        .as_str()
+        .is_some_and(|l| l.starts_with(&format!("handle {}: ", h[0]))));
+    // The interface is back: the recovery of down ports reattaches it.
+    veth();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state(&d) != "up" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(state(&d), "up");
+    d.stop();
+}

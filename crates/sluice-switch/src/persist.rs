@@ -367,9 +367,15 @@ impl Switch {
             return Ok(());
         };
         let mut features = entry.features.clone();
+        // A short alias skips the features that are fixed (as ethtool does): so does the record.
+        let changeable = |f: Feature| before.iter().any(|s| s.name == f.name() && s.changeable);
         for (name, on) in changes {
-            for f in features_named(name)? {
-                features.insert(f.name().to_string(), *on);
+            let fs = features_named(name)?;
+            let alias = fs.len() != 1 || fs.first().map(|f| f.name()) != Some(name.as_str());
+            for f in fs {
+                if !alias || changeable(f) {
+                    features.insert(f.name().to_string(), *on);
+                }
             }
         }
         let handle = entry.handle;

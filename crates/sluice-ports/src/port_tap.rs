@@ -62,6 +62,10 @@ pub struct TapPortConfig {
     pub multi_queue: bool,
     /// How received frames are parsed (tunnel ports).
     pub parse: ParseConfig,
+    /// Make the interface persistent (`TUNSETPERSIST`, see [`Tap::set_persist`]): it and its
+    /// addresses outlive the port, for a switch that restarts ([`Tap::delete_persistent`]
+    /// removes it).
+    pub persist: bool,
 }
 
 impl Default for TapPortConfig {
@@ -70,6 +74,7 @@ impl Default for TapPortConfig {
             offloads: true,
             multi_queue: false,
             parse: ParseConfig::DEFAULT,
+            persist: false,
         }
     }
 }
@@ -117,6 +122,10 @@ impl TapPort {
         }
         tap.set_nonblocking(true)
             .map_err(|e| PortError::io(ctx("O_NONBLOCK"), e))?;
+        if cfg.persist {
+            tap.set_persist(true)
+                .map_err(|e| PortError::io(ctx("TUNSETPERSIST"), e))?;
+        }
         let mtu = read_mtu(None, tap.name()).unwrap_or(1500);
         let device = tap_device(tap.offloads(), mtu);
         Ok(TapPort {

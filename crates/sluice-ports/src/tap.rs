@@ -234,6 +234,47 @@ impl Tap {
         self.offloads
     }
 
+    /// Makes the interface persistent (`TUNSETPERSIST`): it then outlives its last open
+    /// descriptor (with its addresses and routes) until made non-persistent and closed, or
+    /// deleted. `false` undoes it: the interface goes away when its last descriptor closes.
+    pub fn set_persist(&self, on: bool) -> io::Result<()> {
+        // SAFETY: TUNSETPERSIST takes its argument by value (an integer), no pointer.
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::TUNSETPERSIST,
+                libc::c_ulong::from(on),
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("TUNSETPERSIST {on}: {e}")));
+        }
+        Ok(())
+    }
+
+    /// Deletes the persistent TAP interface `name` of the calling thread's namespace, which
+    /// nothing has open: attaches to it (as a single- or a multi-queue device, whichever it
+    /// is), makes it non-persistent and closes it.
+    pub fn delete_persistent(name: &str) -> io::Result<()> {
+        let mut cfg = TapConfig {
+            vnet_hdr_len: 12,
+            offloads: 0,
+            napi: false,
+            napi_frags: false,
+            multi_queue: false,
+        };
+        let tap = match Tap::open(name, &cfg) {
+            Ok(t) => t,
+            Err(_) => {
+                // The kernel refuses a mismatch of IFF_MULTI_QUEUE with the existing device.
+                cfg.multi_queue = true;
+                Tap::open(name, &cfg)?
+            }
+        };
+        tap.set_persist(false)
+    }
+
     /// Requests the offloads `wanted` (`TUNSETOFFLOAD`). When the kernel refuses the whole set,
     /// retries bit by bit (USO4+USO6 as a pair first) and keeps every bit it accepts. Returns the
     /// accepted set, which is also applied. Fails only if even the empty set is refused.

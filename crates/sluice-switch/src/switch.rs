@@ -34,6 +34,11 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+#[path = "persist.rs"]
+mod persist;
+use persist::delete_kept_tap;
+pub use persist::StoreReport;
+
 counter!(pub SW_BAD_PORT_NUMBER, "sw_bad_port_number", "port_add refused: number 0 or above the OpenFlow range (MAX_PORT_NUMBER)");
 counter!(pub SW_TOO_MANY_ACTIONS, "sw_too_many_actions", "rules refused: more than MAX_ACTIONS actions");
 counter!(pub SW_BATCH_TOO_BIG, "sw_batch_too_big", "flow_add / flow_del requests refused: more than MAX_BATCH rules");
@@ -87,14 +92,17 @@ pub enum SwitchError {
     Port(String),
     /// The datapath thread is gone (stopped or crashed).
     Stopped,
+    /// The durable store failed to record the change, which was not applied.
+    Store(String),
 }
 
 impl fmt::Display for SwitchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SwitchError::NotFound(m) | SwitchError::Invalid(m) | SwitchError::Port(m) => {
-                f.write_str(m)
-            }
+            SwitchError::NotFound(m)
+            | SwitchError::Invalid(m)
+            | SwitchError::Port(m)
+            | SwitchError::Store(m) => f.write_str(m),
             SwitchError::Stopped => f.write_str("the switch's datapath thread has stopped"),
         }
     }
@@ -333,6 +341,8 @@ struct PortEntry {
     req: PortRequest,
     /// When down: the next attempt to bring it back and the wait after that one.
     revive: Option<(Instant, Duration)>,
+    /// Feature overrides the operator set (long ethtool name → on), kept in the store.
+    features: BTreeMap<String, bool>,
 }
 
 /// The maps every inserted rule updates (a million per second through `flow_add_text`):
@@ -341,8 +351,8 @@ struct PortEntry {
 type FastMap<K, V> = hashbrown::HashMap<K, V>;
 
 /// The control side's state. Every change goes through one of the `Control` methods below
-/// (`add_port_entry`, `remove_port_entry`, `record_insert`, `record_delete`), the one place a
-/// durable store would hook.
+/// (`add_port_entry`, `remove_port_entry`, `record_insert`, `record_delete`); the durable store
+/// (`persist.rs`) records each change before it is acknowledged.
 struct Control {
     table: FlowTable,
     /// Every datapath thread's per-rule counters (by the table's handle).
@@ -358,6 +368,8 @@ struct Control {
     int_of: FastMap<u64, Handle>,
     /// Rules per distinct mask.
     masks: FastMap<Mask, usize>,
+    /// The durable store, if the switch has one (`sluice run --db`).
+    store: Option<persist::Durable>,
 }
 
 impl Control {
@@ -371,6 +383,7 @@ impl Control {
                 handle,
                 req,
                 revive: None,
+                features: BTreeMap::new(),
             },
         );
         self.names.insert(name, number);
@@ -391,6 +404,13 @@ impl Control {
     fn record_insert(&mut self, h: Handle, mask: &Mask) -> u64 {
         self.next_rule_handle += 1;
         let ext = self.next_rule_handle;
+        self.record_insert_as(h, mask, ext);
+        ext
+    }
+
+    /// Records a rule the table accepted under switch handle `ext` (a restored or rolled-back
+    /// rule keeps its handle).
+    fn record_insert_as(&mut self, h: Handle, mask: &Mask, ext: u64) {
         let i = h.0 as usize;
         if self.ext_of.len() <= i {
             self.ext_of.resize(i + 1, 0);
@@ -400,7 +420,6 @@ impl Control {
         }
         self.int_of.insert(ext, h);
         *self.masks.entry(*mask).or_insert(0) += 1;
-        ext
     }
 
     /// Records a rule the table deleted.
@@ -554,6 +573,7 @@ impl Switch {
                 ext_of: Vec::new(),
                 int_of: FastMap::default(),
                 masks: FastMap::default(),
+                store: None,
             }),
         })
     }
@@ -624,11 +644,17 @@ impl Switch {
                     ))
                 })?,
         };
-        let queues = open_queues(&req, self.workers.threads())?;
+        let persist = ctl.store.is_some();
+        let queues = open_queues(&req, self.workers.threads(), persist)?;
         let opts = PortOptions { gro: req.gro };
         self.workers
             .add_port(number, queues, opts)?
             .map_err(|e| SwitchError::Invalid(format!("port {:?}: {e}", req.name)))?;
+        if let Err(e) = ctl.persist_port_add(number, &req) {
+            self.workers.remove_port(number)?;
+            delete_kept_tap(&req, persist);
+            return Err(e);
+        }
         let name = req.name.clone();
         ctl.add_port_entry(&name, number, req);
         drop(ctl);
@@ -654,6 +680,7 @@ impl Switch {
             .map(|e| e.number)
             .ok_or_else(|| SwitchError::NotFound(format!("no port named {name:?}")))?;
         let naming = ctl.rules_naming(number);
+        let mut saved = Vec::new();
         if !naming.is_empty() {
             if !force {
                 SW_PORT_DEL_REFUSED.inc();
@@ -670,6 +697,7 @@ impl Switch {
                     Some((h, ctl.table.rule(h)?.matcher.mask))
                 })
                 .collect();
+            saved = ctl.save_rules(refs.iter().map(|&(h, _)| h));
             let out = ctl.table.delete_batch(
                 refs.iter().map(|&(h, _)| RuleRef::Handle(h)).collect(),
                 BatchMode::AllOrNothing,
@@ -684,7 +712,11 @@ impl Switch {
                 ctl.record_delete(*h, mask);
             }
         }
+        ctl.persist_port_del(name, naming, saved)?;
         self.workers.remove_port(number)?;
+        if let Some(e) = ctl.ports.get(name) {
+            delete_kept_tap(&e.req, ctl.store.is_some());
+        }
         ctl.remove_port_entry(name);
         Ok(())
     }
@@ -712,7 +744,8 @@ impl Switch {
 
     /// Opens `req` again and puts it in place of port `number`.
     fn revive(&self, name: &str, number: u32, req: &PortRequest) -> Result<(), SwitchError> {
-        let queues = open_queues(req, self.workers.threads())
+        let persist = self.control().store.is_some();
+        let queues = open_queues(req, self.workers.threads(), persist)
             .inspect_err(|_| SW_PORT_REVIVE_FAILED.inc())?;
         self.workers
             .replace_port(number, queues)?
@@ -870,6 +903,7 @@ impl Switch {
                 Err(e) => results[i].error = Some(ctl.rule_error(&e)),
             }
         }
+        ctl.persist_rules_added(&results, lines)?;
         Ok(results)
     }
 
@@ -933,6 +967,7 @@ impl Switch {
         }
         let (refs, found): (Vec<RuleRef>, Vec<(Handle, Mask)>) =
             refs.into_iter().map(|(r, h, m)| (r, (h, m))).unzip();
+        let saved = ctl.save_rules(found.iter().map(|&(h, _)| h));
         let out = ctl.table.delete_batch(refs, batch_mode(atomic));
         for ((i, r), (h, mask)) in idx.into_iter().zip(out).zip(found) {
             match r {
@@ -940,6 +975,7 @@ impl Switch {
                 Err(e) => results[i].error = Some(ctl.rule_error(&e)),
             }
         }
+        ctl.persist_rules_deleted(&results, saved)?;
         Ok(results)
     }
 
@@ -1038,8 +1074,16 @@ impl Switch {
 
     /// Turns features of a port on or off (ethtool long or short names: `tso`, `gro`, `sg`,
     /// `tx`, …). `rx-gro` switches the port's software GRO. Applied in order; the first failure
-    /// stops (earlier changes stay) and is reported with the feature's name.
+    /// stops (earlier changes stay) and is reported with the feature's name. With a durable
+    /// store, the changes are recorded before this returns (and undone if that fails).
     pub fn set_features(&self, port: &str, changes: &[(String, bool)]) -> Result<(), SwitchError> {
+        let before = self.features_before(port)?;
+        self.apply_features(port, changes)?;
+        self.persist_features(port, changes, before)
+    }
+
+    /// [`Switch::set_features`] without the store.
+    fn apply_features(&self, port: &str, changes: &[(String, bool)]) -> Result<(), SwitchError> {
         let number = self.number(port)?;
         let gro = gro_feature();
         // (feature, on, named by a short alias: skipped where fixed, as ethtool does)

@@ -361,11 +361,12 @@ impl PortStatsInfo {
 pub(crate) fn open_queues(
     req: &PortRequest,
     threads: usize,
+    persist: bool,
 ) -> Result<Vec<Box<dyn Port>>, SwitchError> {
     let threads = threads.max(1);
     let open = || -> Result<Vec<Box<dyn Port>>, SwitchError> {
         match req.kind {
-            PortKind::Tap => open_tap(req, threads),
+            PortKind::Tap => open_tap(req, threads, persist),
             PortKind::AfPacket => {
                 let cfg = AfPacketPortConfig::default();
                 let ports = AfPacketPort::open_queues(&req.name, &cfg, threads)
@@ -393,9 +394,14 @@ pub(crate) fn open_queues(
 
 /// A TAP as `threads` queues; a TAP that takes one queue only (made without `multi_queue`):
 /// spread by thread 0 over every thread ([`crate::spread`]).
-fn open_tap(req: &PortRequest, threads: usize) -> Result<Vec<Box<dyn Port>>, SwitchError> {
+fn open_tap(
+    req: &PortRequest,
+    threads: usize,
+    persist: bool,
+) -> Result<Vec<Box<dyn Port>>, SwitchError> {
     let cfg = TapPortConfig {
         offloads: req.offloads,
+        persist,
         ..TapPortConfig::default()
     };
     let err = |e: PortError| SwitchError::Port(format!("tap port {:?}: {e}", req.name));
@@ -415,7 +421,17 @@ fn open_tap(req: &PortRequest, threads: usize) -> Result<Vec<Box<dyn Port>>, Swi
             }
             spread(Box::new(one), senders).map_err(err)
         }
-        Err(e) => Err(err(e)),
+        Err(single) => {
+            // A kept (persistent) TAP that a switch with more threads made multi-queue.
+            let multi = TapPortConfig {
+                multi_queue: true,
+                ..cfg
+            };
+            match TapPort::open(&req.name, &multi) {
+                Ok(q) => Ok(vec![Box::new(q) as Box<dyn Port>]),
+                Err(_) => Err(err(single)),
+            }
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 /// The configuration `sluice run` uses when given no file (`--print-default-config` shows it).
 pub const DEFAULT_CONFIG: &str = r#"{
   "socket": "/run/sluice/sluice.sock",
+  "db": "/var/lib/sluice",
   "batch": 64,
   "poll_timeout_us": 2000,
   "busy_poll_us": 20,
@@ -32,6 +33,14 @@ pub const DEFAULT_CONFIG: &str = r#"{
   "flows": []
 }"#;
 
+/// The default store directory of `sluice run` (`--db`).
+pub const DEFAULT_DB: &str = "/var/lib/sluice";
+
+/// `"db": null` (no store) apart from an absent `"db"` (the default).
+fn some_db<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<PathBuf>>, D::Error> {
+    Option::<PathBuf>::deserialize(d).map(Some)
+}
+
 /// Most datapath threads: a TAP has at most 256 queues (the kernel's `MAX_TAP_QUEUES`).
 pub const MAX_THREADS: usize = 256;
 
@@ -42,6 +51,10 @@ pub struct Config {
     /// Control socket path.
     #[serde(default)]
     pub socket: Option<PathBuf>,
+    /// The durable store's directory; `null`: no store (nothing survives a restart). The
+    /// default is [`DEFAULT_DB`].
+    #[serde(default, deserialize_with = "some_db")]
+    pub db: Option<Option<PathBuf>>,
     /// Frames per port per poll.
     #[serde(default)]
     pub batch: Option<usize>,
@@ -108,6 +121,13 @@ pub struct RunArgs {
     /// Most flow rules (overrides `max_rules`).
     #[arg(long, value_name = "N")]
     max_rules: Option<usize>,
+    /// The durable store's directory (overrides `db`; default /var/lib/sluice): ports, their
+    /// features and rules with their handles survive a restart.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_db")]
+    db: Option<PathBuf>,
+    /// Run without a durable store (overrides `db`): everything is forgotten on exit.
+    #[arg(long)]
+    no_db: bool,
     /// Most distinct masks in the flow table (overrides `max_masks`).
     #[arg(long, value_name = "N")]
     max_masks: Option<usize>,
@@ -207,15 +227,44 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         None => None,
     };
     let switch = Arc::new(Switch::start(sc)?);
-    for p in config.ports {
+    let db = if args.no_db {
+        None
+    } else {
+        args.db
+            .or_else(|| config.db.unwrap_or_else(|| Some(PathBuf::from(DEFAULT_DB))))
+    };
+    let mut seed = true;
+    if let Some(dir) = &db {
+        let report = switch
+            .open_store(dir)
+            .with_context(|| format!("cannot start from the store {}", dir.display()))?;
+        for w in &report.warnings {
+            tracing::warn!("{w}");
+        }
+        tracing::info!(
+            "store {}: {} ports ({} down), {} rules restored",
+            dir.display(),
+            report.ports,
+            report.ports_down,
+            report.rules
+        );
+        // The configuration's ports and rules seed a new store; afterwards the store wins.
+        seed = report.fresh;
+    }
+    let (ports, flows) = if seed {
+        (config.ports, config.flows)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    for p in ports {
         let name = p.name.clone();
         let info = switch
             .add_port(p)
             .with_context(|| format!("{where_}: port {name:?}"))?;
         tracing::info!("port {} {} ({})", info.number, info.name, info.kind);
     }
-    if !config.flows.is_empty() {
-        let res = switch.add_flows(&config.flows, true)?;
+    if !flows.is_empty() {
+        let res = switch.add_flows(&flows, true)?;
         let errors: Vec<String> = res
             .iter()
             .filter_map(|r| {
@@ -256,6 +305,9 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
                     let _ = switch.revive_down_ports();
                     if let Ok(ports) = switch.stats() {
                         states.observe(&ports);
+                    }
+                    if let Err(e) = switch.compact_store() {
+                        tracing::warn!("compaction failed: {e}");
                     }
                 }
                 std::thread::sleep(Duration::from_millis(20));

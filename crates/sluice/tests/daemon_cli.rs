@@ -58,7 +58,7 @@ impl Daemon {
         let mut child = sluice()
             .arg("--socket")
             .arg(&sock)
-            .args(["run", "--config"])
+            .args(["run", "--no-db", "--config"])
             .arg(&cfg)
             .stderr(Stdio::piped())
             .spawn()
@@ -212,7 +212,7 @@ fn bad_configuration_and_absent_daemon_are_clear_errors() {
         let out = sluice()
             .arg("--socket")
             .arg(&sock)
-            .args(["run", "--config"])
+            .args(["run", "--no-db", "--config"])
             .arg(&cfg)
             .output()
             .expect("run");

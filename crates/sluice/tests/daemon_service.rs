@@ -75,7 +75,7 @@ impl Daemon {
         let mut child = cmd
             .arg("--socket")
             .arg(sock)
-            .args(["run", "--config"])
+            .args(["run", "--no-db", "--config"])
             .arg(&cfg)
             .args(s.args)
             .stderr(Stdio::piped())

@@ -35,7 +35,7 @@ impl Daemon {
         let mut child = sluice()
             .arg("--socket")
             .arg(&sock)
-            .args(["run", "--config"])
+            .args(["run", "--no-db", "--config"])
             .arg(&cfg)
             .args(args)
             .stderr(Stdio::piped())

@@ -271,6 +271,13 @@ impl Switch {
                 *s = o;
             }
         }
+        // Durable before acknowledged (with `--db`): the rules that went in, by their text.
+        ctl.persist_added(
+            outcome
+                .iter()
+                .zip(&lines)
+                .filter_map(|(o, &(_, text))| Some((*o.as_ref().ok()?, text))),
+        )?;
         drop(ctl);
         Ok(reply(n_lines, &parsed, outcome))
     }
@@ -323,6 +330,7 @@ impl Switch {
             drop(ctl);
             return Ok(reply(n_lines, &parsed, outcome));
         }
+        let saved = ctl.save_rules(found.iter().map(|&(_, h, _)| h));
         let out = ctl.table.delete_batch(refs, batch_mode(atomic));
         for ((k, h, mask), r) in found.into_iter().zip(out) {
             match r {
@@ -335,6 +343,11 @@ impl Switch {
                 }
             }
         }
+        let deleted = outcome
+            .iter()
+            .filter_map(|o| o.as_ref().ok().copied())
+            .collect();
+        ctl.persist_deleted(deleted, saved)?;
         drop(ctl);
         Ok(reply(n_lines, &parsed, outcome))
     }

@@ -201,7 +201,7 @@ setup_sluice() {
 EOF
     local threads=()
     if [ -n "$SLUICE_THREADS" ]; then threads=(--threads "$SLUICE_THREADS"); fi
-    "$SLUICE_BIN" run --config "$WORK/sluice.json" "${threads[@]}" >"$WORK/sluice.log" 2>&1 &
+    "$SLUICE_BIN" run --no-db --config "$WORK/sluice.json" "${threads[@]}" >"$WORK/sluice.log" 2>&1 &
     SLUICE_PID=$!
     wait_for "$SLUICE_BIN" --socket "$WORK/sluice.sock" port list \
         || { cat "$WORK/sluice.log" >&2; die "sluice run did not come up"; }

@@ -53,9 +53,12 @@ rm -f "$WORK/nft.elems"
 echo "rules=$RULES masks=$MASKS repeats=$REPS ($(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ))"
 
 # --- Sluice: the daemon and the CLI ---------------------------------------------------------
+# Every repeat starts from a fresh durable store (`--db`): the store's commit is in the measured
+# path, as an operator's daemon has one.
 start_daemon() {
     rm -f "$SOCK"
-    "$SLUICE" run --socket "$SOCK" --threads 2 --max-rules $((RULES + 1024)) 2>"$WORK/daemon.log" &
+    rm -rf "$WORK/db"
+    "$SLUICE" run --socket "$SOCK" --db "$WORK/db" --threads 2 --max-rules $((RULES + 1024)) 2>"$WORK/daemon.log" &
     DPID=$!
     for _ in $(seq 200); do
         "$SLUICE" --socket "$SOCK" flow dump >/dev/null 2>&1 && return 0

@@ -38,7 +38,7 @@ impl Daemon {
         let mut child = sluice()
             .arg("--socket")
             .arg(&sock)
-            .args(["run", "--threads", "1"])
+            .args(["run", "--no-db", "--threads", "1"])
             .stderr(Stdio::piped())
             .spawn()
             .expect("start the daemon");

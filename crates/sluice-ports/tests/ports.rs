@@ -637,22 +637,9 @@ fn afpacket_port_counts_frames_the_kernel_dropped() {
     // Read everything queued; the frames arrive synchronously through the veth, so what is
     // not queued now was dropped.
     let mut pool = BufPool::new(4096, 64);
-    let mut got = Vec::new();
-    let mut ours = 0usize;
-    loop {
-        got.clear();
-        let n = port.recv(&mut pool, &mut got, 64).unwrap();
-        ours += got
-            .iter()
-            .filter(|b| b.frame().get(12..14) == Some(&ETHERTYPE[..]))
-            .count();
-        for b in got.drain(..) {
-            pool.put(b);
-        }
-        if n == 0 {
-            break;
-        }
-    }
+    let ours = drain_counting(&mut port, &mut pool, |f| {
+        f.get(12..14) == Some(&ETHERTYPE[..])
+    });
     let dropped = port.drops().rx_kernel - before;
     println!("sent {SENT}, received {ours}, kernel drops {dropped}");
     assert!(dropped > 0, "a tiny receive buffer must overflow");
@@ -740,23 +727,10 @@ fn tap_port_counts_frames_the_kernel_could_not_queue() {
         let _ = sock.send_to(&(i as u32).to_be_bytes(), "192.0.2.2:9");
     }
     let mut pool = BufPool::new(4096, 64);
-    let mut got = Vec::new();
-    let mut ours = 0usize;
-    loop {
-        got.clear();
-        let n = port.recv(&mut pool, &mut got, 64).unwrap();
-        // Only the test's datagrams: IPv4 UDP to port 9.
-        ours += got
-            .iter()
-            .filter(|b| b.frame().get(23) == Some(&17) && b.frame().get(36..38) == Some(&[0, 9]))
-            .count();
-        for b in got.drain(..) {
-            pool.put(b);
-        }
-        if n == 0 {
-            break;
-        }
-    }
+    // Only the test's datagrams: IPv4 UDP to port 9.
+    let ours = drain_counting(&mut port, &mut pool, |f| {
+        f.get(23) == Some(&17) && f.get(36..38) == Some(&[0, 9])
+    });
     let dropped = port.drops().rx_kernel - before;
     println!("sent {SENT}, read {ours}, kernel drops {dropped}");
     assert!(dropped > 0, "a queue of 8 must overflow");
@@ -765,4 +739,21 @@ fn tap_port_counts_frames_the_kernel_could_not_queue() {
         SENT as u64,
         "every datagram read or counted"
     );
+}
+
+/// Receives everything `port` has queued now; returns how many frames `ours` accepts.
+fn drain_counting(port: &mut dyn Port, pool: &mut BufPool, ours: impl Fn(&[u8]) -> bool) -> usize {
+    let mut got = Vec::new();
+    let mut n_ours = 0;
+    loop {
+        got.clear();
+        let n = port.recv(pool, &mut got, 64).unwrap();
+        n_ours += got.iter().filter(|b| ours(b.frame())).count();
+        for b in got.drain(..) {
+            pool.put(b);
+        }
+        if n == 0 {
+            return n_ours;
+        }
+    }
 }

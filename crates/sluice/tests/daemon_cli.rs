@@ -5,7 +5,7 @@
 mod daemon_common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 fn sluice() -> Command {
@@ -55,12 +55,7 @@ impl Daemon {
         let sock = dir.join(format!("{}.sock", unique("sluice-cli-test-")));
         let cfg = dir.join(format!("{}.json", unique("sluice-cli-test-")));
         std::fs::write(&cfg, config).expect("write config");
-        let mut child = sluice()
-            .arg("--socket")
-            .arg(&sock)
-            .args(["run", "--no-db", "--config"])
-            .arg(&cfg)
-            .stderr(Stdio::piped())
+        let mut child = daemon_common::run_with_config(&mut sluice(), &sock, &cfg, [""; 0])
             .spawn()
             .expect("start the daemon");
         if let Err(said) = daemon_common::wait_listening(&mut child) {
@@ -209,11 +204,7 @@ fn bad_configuration_and_absent_daemon_are_clear_errors() {
     ] {
         let cfg = dir.join(format!("{}.json", unique("sluice-badcfg-")));
         std::fs::write(&cfg, config).expect("write");
-        let out = sluice()
-            .arg("--socket")
-            .arg(&sock)
-            .args(["run", "--no-db", "--config"])
-            .arg(&cfg)
+        let out = daemon_common::run_with_config(&mut sluice(), &sock, &cfg, [""; 0])
             .output()
             .expect("run");
         let _ = std::fs::remove_file(&cfg);

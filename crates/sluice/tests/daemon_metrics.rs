@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::Duration;
 
 fn sluice() -> Command {
@@ -90,15 +90,7 @@ impl Daemon {
         let sock = dir.join(format!("{}.sock", unique(tag)));
         let cfg = dir.join(format!("{}.json", unique(tag)));
         std::fs::write(&cfg, config).expect("write config");
-        let mut child = sluice()
-            .arg("--socket")
-            .arg(&sock)
-            .arg("run")
-            .arg("--no-db")
-            .args(args)
-            .arg("--config")
-            .arg(&cfg)
-            .stderr(Stdio::piped())
+        let mut child = daemon_common::run_with_config(&mut sluice(), &sock, &cfg, args)
             .spawn()
             .expect("start the daemon");
         if let Err(said) = daemon_common::wait_listening(&mut child) {
@@ -326,13 +318,7 @@ fn start_logging(tap: &str, args: &[&str]) -> (Daemon, std::sync::mpsc::Receiver
         ),
     )
     .expect("write config");
-    let mut child = sluice()
-        .arg("--socket")
-        .arg(&sock)
-        .args(["run", "--no-db", "--config"])
-        .arg(&cfg)
-        .args(args)
-        .stderr(Stdio::piped())
+    let mut child = daemon_common::run_with_config(&mut sluice(), &sock, &cfg, args)
         .spawn()
         .expect("start the daemon");
     let stderr = child.stderr.take().expect("piped stderr");

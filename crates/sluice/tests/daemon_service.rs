@@ -72,13 +72,7 @@ impl Daemon {
             }
             None => Command::new(sluice_bin()),
         };
-        let mut child = cmd
-            .arg("--socket")
-            .arg(sock)
-            .args(["run", "--no-db", "--config"])
-            .arg(&cfg)
-            .args(s.args)
-            .stderr(Stdio::piped())
+        let mut child = daemon_common::run_with_config(&mut cmd, sock, &cfg, s.args)
             .spawn()
             .expect("start the daemon");
         let started = daemon_common::wait_listening(&mut child);

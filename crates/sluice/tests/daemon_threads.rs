@@ -5,7 +5,7 @@
 mod daemon_common;
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -32,13 +32,7 @@ impl Daemon {
             format!(r#"{{{config} "ports": [{{"name": "{tap}", "kind": "tap"}}]}}"#),
         )
         .expect("write config");
-        let mut child = sluice()
-            .arg("--socket")
-            .arg(&sock)
-            .args(["run", "--no-db", "--config"])
-            .arg(&cfg)
-            .args(args)
-            .stderr(Stdio::piped())
+        let mut child = daemon_common::run_with_config(&mut sluice(), &sock, &cfg, args)
             .spawn()
             .expect("start the daemon");
         if let Err(said) = daemon_common::wait_listening(&mut child) {

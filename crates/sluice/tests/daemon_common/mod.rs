@@ -1,7 +1,9 @@
 //! Shared by the tests that run `sluice run` as a process.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
-use std::process::Child;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Waits (at most 20 s) for a daemon started with its stderr piped to say it listens. `Err`
@@ -34,4 +36,22 @@ pub fn wait_listening(child: &mut Child) -> Result<(), String> {
             }
         }
     }
+}
+
+/// Adds `--socket SOCK run --no-db --config CFG ARGS…` to `cmd` (a `sluice` command, perhaps
+/// behind a wrapper such as `setpriv`), stderr piped: a daemon without a store, as the tests
+/// start one.
+#[allow(dead_code)] // not every test binary starts its daemon from a configuration file
+pub fn run_with_config<'c>(
+    cmd: &'c mut Command,
+    sock: &Path,
+    cfg: &Path,
+    args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+) -> &'c mut Command {
+    cmd.arg("--socket")
+        .arg(sock)
+        .args(["run", "--no-db", "--config"])
+        .arg(cfg)
+        .args(args)
+        .stderr(Stdio::piped())
 }

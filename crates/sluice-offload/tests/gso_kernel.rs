@@ -476,3 +476,86 @@ fn kernel_parity() {
     failures.extend(compare(&o24, &tunnel_cases(), 24));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Issue 20 item 6: the GSO ECN bit on USO (IPv4 and IPv6) is refused by the kernel (`tun`
+/// answers `EINVAL`) and by Sluice at both entries: decoding the `virtio_net_hdr`
+/// (`VirtioError::EcnWithoutTcp`) and `gso::segment` (`GsoError::EcnWithoutTcp`). With UFO and
+/// with TCP the kernel accepts the bit, and so does Sluice: the segments are compared byte for
+/// byte.
+#[test]
+fn ecn_bit_on_udp_gso_treated_as_the_kernel_treats_it() {
+    use sluice_offload::gso::GsoError;
+    use sluice_packet::virtio::{HdrFormat, VirtioError, VirtioNetHdr};
+    // Linux's errno for an invalid argument.
+    const EINVAL: i32 = 22;
+
+    let o12 = oracle(12);
+    for (name, ip) in [("uso v4 ecn", Ip::V4), ("uso v6 ecn", Ip::V6)] {
+        let mut case = plain(name, vec![], ip, L4::Udp, GsoType::UdpL4, 1400, 5000);
+        case.ecn = true;
+        let (h, frame) = input(&case, 12);
+        match o12.segment(&h, &frame) {
+            Err(OracleError::Refused(errno)) => assert_eq!(errno, EINVAL, "{name}"),
+            Ok(segs) => panic!("{name}: the kernel accepted it ({} frames)", segs.len()),
+            Err(e) => panic!("{name}: oracle failed: {e}"),
+        }
+        let layout = parse(&frame).unwrap();
+        let hdr = VirtioNetHdr::decode(&h, HdrFormat::V1).expect("the header decodes");
+        assert_eq!(
+            hdr.to_meta(HdrFormat::V1, &frame, &layout).err(),
+            Some(VirtioError::EcnWithoutTcp),
+            "{name}: virtio_net_hdr"
+        );
+        let mut p = GsoParams::new(GsoType::UdpL4, 1400);
+        p.ecn = true;
+        let mut out = GsoOutput::new();
+        assert_eq!(
+            segment(&frame, &layout, &p, &mut out),
+            Err(GsoError::EcnWithoutTcp),
+            "{name}: gso::segment"
+        );
+        assert!(out.is_empty(), "{name}: nothing emitted on refusal");
+    }
+    // Accepted by both, byte for byte: UFO (the kernel ignores the bit) and TCP with CWR.
+    let mut accepted = vec![
+        plain(
+            "ufo v4 ecn",
+            vec![],
+            Ip::V4,
+            L4::Udp,
+            GsoType::Udp,
+            1480,
+            5000,
+        ),
+        plain(
+            "ufo v6 ecn",
+            vec![],
+            Ip::V6,
+            L4::Udp,
+            GsoType::Udp,
+            1448,
+            5000,
+        ),
+        plain(
+            "tcpv4 ecn",
+            vec![],
+            Ip::V4,
+            tcp(0x80 | 0x10, 0),
+            GsoType::TcpV4,
+            1000,
+            3500,
+        ),
+    ];
+    for case in &mut accepted {
+        case.ecn = true;
+        let (h, frame) = input(case, 12);
+        let layout = parse(&frame).unwrap();
+        let hdr = VirtioNetHdr::decode(&h, HdrFormat::V1).expect("the header decodes");
+        let meta = hdr
+            .to_meta(HdrFormat::V1, &frame, &layout)
+            .unwrap_or_else(|e| panic!("{}: virtio_net_hdr refused: {e}", case.name));
+        assert!(meta.gso_ecn(), "{}", case.name);
+    }
+    let failures = compare(&o12, &accepted, 12);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -482,7 +482,8 @@ impl OffloadMeta {
     }
 
     /// Sets the GSO request. `GsoType::None` requires `segment_size == 0`, any other type a
-    /// non-zero size; `ecn` is for TCP only (refused with USO and UFO, as Linux refuses it).
+    /// non-zero size; `ecn` is refused with USO, as Linux 6.18's `tun` refuses it (`EINVAL`), and
+    /// accepted with UFO, where the kernel accepts it and fragments as without it.
     #[inline]
     pub fn set_gso(
         &mut self,
@@ -495,10 +496,10 @@ impl OffloadMeta {
                 "segment_size must be 0 exactly when gso_type is None",
             ));
         }
-        if ecn && matches!(gso_type, GsoType::UdpL4 | GsoType::Udp) {
-            // As Linux refuses VIRTIO_NET_HDR_GSO_ECN on UDP: ECN is TCP's (CWR on the first
-            // segment).
-            return Err(Error::InvalidArgument("ECN applies to TCP GSO only"));
+        if ecn && gso_type == GsoType::UdpL4 {
+            // As Linux refuses VIRTIO_NET_HDR_GSO_ECN on USO: ECN is TCP's (CWR on the first
+            // segment). UFO with the bit is accepted by the kernel and fragmented as without.
+            return Err(Error::InvalidArgument("ECN does not apply to USO"));
         }
         self.gso_type = gso_type;
         self.segment_size = segment_size;

@@ -156,7 +156,7 @@ pub enum VirtioError {
         /// Frame length.
         len: usize,
     },
-    /// The ECN bit on a non-TCP GSO type (or without GSO).
+    /// The ECN bit on USO or without GSO (the kernel refuses both; UFO accepts it).
     EcnWithoutTcp,
     /// The GSO type does not match the packet (TCPv4 GSO on IPv6, TCP GSO on UDP …).
     GsoMismatch(&'static str),
@@ -204,7 +204,7 @@ impl fmt::Display for VirtioError {
                 f,
                 "hdr_len {hdr_len} outside [{headers}, {len}] (headers end, frame length)"
             ),
-            VirtioError::EcnWithoutTcp => write!(f, "GSO ECN bit without TCP GSO"),
+            VirtioError::EcnWithoutTcp => write!(f, "GSO ECN bit on USO or without GSO"),
             VirtioError::GsoMismatch(w) => write!(f, "GSO type does not match the packet: {w}"),
             VirtioError::TunnelBits(w) => write!(f, "UDP tunnel bits: {w}"),
             VirtioError::TunnelOffsets {
@@ -357,8 +357,8 @@ impl VirtioNetHdr {
     }
 
     /// The flags and GSO type on their own: known flags, a known type, tunnel bits only with
-    /// the 24-byte header and an inner TCP/USO type, ECN only with TCP, a segment size with GSO.
-    /// Returns the GSO type, the tunnel bits and the ECN bit.
+    /// the 24-byte header and an inner TCP/USO type, ECN not with USO (nor without GSO), a
+    /// segment size with GSO. Returns the GSO type, the tunnel bits and the ECN bit.
     fn gso_request(&self, fmt: HdrFormat) -> Result<(GsoType, u8, bool), VirtioError> {
         let known = F_NEEDS_CSUM
             | F_DATA_VALID
@@ -407,7 +407,10 @@ impl VirtioNetHdr {
             ));
         }
         let ecn = self.gso_type & GSO_ECN != 0;
-        if ecn && !matches!(gso, GsoType::TcpV4 | GsoType::TcpV6) {
+        // Linux 6.18 refuses the bit with USO and without GSO (`EINVAL`) but accepts it with UFO
+        // (fragments are the same with or without it): checked through the kernel oracle in
+        // sluice-offload's `gso_kernel` test.
+        if ecn && matches!(gso, GsoType::UdpL4 | GsoType::None) {
             return Err(VirtioError::EcnWithoutTcp);
         }
         if gso != GsoType::None && self.gso_size == 0 {

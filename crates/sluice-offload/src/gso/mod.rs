@@ -107,6 +107,7 @@ pub struct GsoParams {
     pub segment_size: u16,
     /// The GSO ECN bit (`SKB_GSO_TCP_ECN`): the super-packet may carry CWR. Software GSO treats
     /// CWR the same either way (first segment only); the bit is kept on a partial GSO packet.
+    /// Refused with USO ([`GsoError::EcnWithoutTcp`]) and ignored by UFO, as Linux does.
     pub ecn: bool,
     /// Keep every IPv4 ID equal to the super-packet's (`SKB_GSO_TCP_FIXEDID`, "mangleid")
     /// instead of incrementing it per segment. Only with DF set on every IPv4 header
@@ -222,8 +223,9 @@ pub enum GsoError {
     /// A fixed IPv4 ID ([`GsoParams::fixed_id`]) was asked for a packet without DF: the
     /// segments could be fragmented and reassembled wrongly (Linux refuses it too).
     FixedIdWithoutDf,
-    /// ECN ([`GsoParams::ecn`]) was asked for UDP segmentation or fragmentation: the flag
-    /// belongs to TCP (CWR on the first segment only), and Linux refuses it on UDP GSO.
+    /// ECN ([`GsoParams::ecn`]) was asked for USO: the flag belongs to TCP (CWR on the first
+    /// segment only), and Linux refuses it on USO (`EINVAL` from `tun`). UFO accepts it, as the
+    /// kernel does, and fragments the same with or without it.
     EcnWithoutTcp,
     /// The header prefix is longer than [`MAX_HEADER_LEN`].
     HeadersTooLong {
@@ -277,7 +279,7 @@ impl core::fmt::Display for GsoError {
                 write!(f, "IP payload of {len} bytes exceeds 64 KiB")
             }
             GsoError::FixedIdWithoutDf => write!(f, "fixed IPv4 ID without DF"),
-            GsoError::EcnWithoutTcp => write!(f, "ECN asked for UDP segmentation (TCP only)"),
+            GsoError::EcnWithoutTcp => write!(f, "ECN asked for USO (TCP only)"),
             GsoError::HeadersTooLong { len } => {
                 write!(f, "header prefix of {len} bytes exceeds {MAX_HEADER_LEN}")
             }

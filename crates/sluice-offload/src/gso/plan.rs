@@ -268,7 +268,7 @@ pub(super) fn check_request(params: &GsoParams) -> Result<(), GsoError> {
     if params.segment_size == 0 {
         return Err(GsoError::ZeroSegmentSize);
     }
-    if params.ecn && !matches!(params.gso_type, GsoType::TcpV4 | GsoType::TcpV6) {
+    if params.ecn && params.gso_type == GsoType::UdpL4 {
         return Err(GsoError::EcnWithoutTcp);
     }
     Ok(())
@@ -673,12 +673,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ecn_only_with_tcp_segmentation() {
+    fn ecn_refused_with_uso_only() {
         for (t, ok) in [
             (GsoType::TcpV4, true),
             (GsoType::TcpV6, true),
             (GsoType::UdpL4, false),
-            (GsoType::Udp, false),
+            (GsoType::Udp, true),
         ] {
             let mut p = GsoParams::new(t, 1400);
             p.ecn = true;

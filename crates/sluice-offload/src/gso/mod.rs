@@ -22,6 +22,8 @@
 //!   copied unchanged to every segment, as Linux's `gre_gso_segment` does.
 //! - **VLAN stacks** of any depth outside and inside the tunnel: they are bytes of the header
 //!   prefix; every offset comes from the parser's [`Layout`].
+//! - **SCTP** ([`segment_sctp`], its own entry point): split by whole chunks into segments of at
+//!   most the path MTU, as Linux's `SKB_GSO_SCTP` (see the `sctp` module's notes).
 //! - **Partial segmentation** ([`segment_partial`]) and the rule for when to use it
 //!   ([`use_partial_segmentation`]).
 //!
@@ -578,5 +580,7 @@ pub fn segment_partial(
 
 mod emit;
 mod plan;
+mod sctp;
+pub use sctp::{segment_sctp, SctpGsoParams};
 
 use plan::{Cover, L4Fix, Plan};

@@ -259,6 +259,18 @@ fn gso_kernel_facts() {
     );
     let (f, h) = udp4(2500, GSO_UDP);
     want(check("ufo4", h, &f), Want::Segs(3, true));
+    // Unlike USO, UFO takes the ECN bit and fragments as without it.
+    want(
+        check(
+            "ufo4 ecn bit",
+            VnetHdr {
+                gso_type: GSO_UDP | 0x80,
+                ..h
+            },
+            &f,
+        ),
+        Want::Segs(3, true),
+    );
 
     // IPv6 UFO: fragments with a Fragment header (random identification).
     let mut f6 = ether(

@@ -11,6 +11,10 @@ const FIELD_LEN: usize = 4;
 
 /// Plain CRC32c of `data` (reflected, initial value and final XOR `0xffffffff`; the check value
 /// for `b"123456789"` is `0xe3069283`).
+///
+/// ```
+/// assert_eq!(sluice_checksum::crc32c::crc32c(b"123456789"), 0xe306_9283);
+/// ```
 #[inline]
 pub fn crc32c(data: &[u8]) -> u32 {
     ::crc32c::crc32c(data)
@@ -27,6 +31,16 @@ pub fn crc32c(data: &[u8]) -> u32 {
 ///
 /// A packet shorter than 12 bytes is summed with whatever part of the field it has zeroed; such
 /// a packet is invalid SCTP, but this function does not panic on it.
+///
+/// ```
+/// use sluice_checksum::crc32c;
+/// // SCTP common header (ports 1234 -> 80, verification tag 1, checksum field) and no chunks.
+/// let mut pkt = [0x04, 0xd2, 0x00, 0x50, 0, 0, 0, 1, 0xde, 0xad, 0xbe, 0xef];
+/// let crc = crc32c::sctp(&pkt); // the field's old contents are ignored
+/// pkt[8..12].copy_from_slice(&crc.to_be_bytes());
+/// assert!(crc32c::sctp_is_valid(&pkt));
+/// assert_eq!(crc32c::sctp(&pkt), crc);
+/// ```
 #[inline]
 pub fn sctp(packet: &[u8]) -> u32 {
     let (head, rest) = packet.split_at(packet.len().min(FIELD));
@@ -39,6 +53,16 @@ pub fn sctp(packet: &[u8]) -> u32 {
 
 /// Whether `packet` carries a correct SCTP checksum in bytes 8..12. False if it is shorter
 /// than the 12-byte common header.
+///
+/// ```
+/// use sluice_checksum::crc32c::{sctp, sctp_is_valid};
+/// let mut pkt = [0x04, 0xd2, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0];
+/// assert!(!sctp_is_valid(&pkt));
+/// let crc = sctp(&pkt);
+/// pkt[8..12].copy_from_slice(&crc.to_be_bytes());
+/// assert!(sctp_is_valid(&pkt));
+/// assert!(!sctp_is_valid(&pkt[..11])); // too short for the common header
+/// ```
 #[inline]
 pub fn sctp_is_valid(packet: &[u8]) -> bool {
     match packet.get(FIELD..FIELD + FIELD_LEN) {

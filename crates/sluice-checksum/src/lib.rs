@@ -66,6 +66,17 @@ pub fn sum(data: &[u8]) -> u16 {
 /// `0x0000`. Protocols that reserve a transmitted `0x0000` (UDP over IPv4, where it means "no
 /// checksum", and UDP over IPv6) must send `0xffff` instead; that substitution is the caller's
 /// job because it is protocol specific.
+///
+/// ```
+/// use sluice_checksum::{checksum, sum};
+/// let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+/// let csum = checksum(&data);
+/// assert_eq!(csum, 0x220d);
+/// // The receiver sums the data with the checksum field included and expects 0xffff.
+/// let mut received = data.to_vec();
+/// received.extend_from_slice(&csum.to_be_bytes());
+/// assert_eq!(sum(&received), 0xffff);
+/// ```
 #[inline]
 pub fn checksum(data: &[u8]) -> u16 {
     !sum(data)
@@ -75,6 +86,13 @@ pub fn checksum(data: &[u8]) -> u16 {
 ///
 /// `combine(sum(a), sum(b)) == sum(a ++ b)` when `a` has even length. The result is `0x0000`
 /// only when both inputs are `0x0000`.
+///
+/// ```
+/// use sluice_checksum::{combine, sum};
+/// let (a, b) = ([0x12, 0x34, 0x56, 0x78], [0x9a, 0xbc, 0xde]);
+/// assert_eq!(combine(sum(&a), sum(&b)), sum(&[0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde]));
+/// assert_eq!(combine(0xffff, 0x0001), 0x0001); // end-around carry
+/// ```
 #[inline]
 pub const fn combine(a: u16, b: u16) -> u16 {
     let (s, carry) = a.overflowing_add(b);
@@ -87,6 +105,12 @@ pub const fn combine(a: u16, b: u16) -> u16 {
 /// `acc` may hold any sum of big-endian 16-, 32- or 64-bit values taken at 16-bit aligned
 /// positions (2^16 is 1 modulo 0xffff, so wider words fold to the same result). The result is
 /// `0x0000` only when `acc == 0`.
+///
+/// ```
+/// // 0x1_2345 folds to 0x2345 + 0x1.
+/// assert_eq!(sluice_checksum::fold(0x1_2345), 0x2346);
+/// assert_eq!(sluice_checksum::fold(0), 0);
+/// ```
 #[inline]
 pub const fn fold(acc: u64) -> u16 {
     let (s, carry) = ((acc >> 32) as u32).overflowing_add(acc as u32);
@@ -95,6 +119,12 @@ pub const fn fold(acc: u64) -> u16 {
 }
 
 /// `combine(initial, sum(data))`: continues a sum, with `data` starting at an even offset.
+///
+/// ```
+/// use sluice_checksum::{sum, sum_from};
+/// let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+/// assert_eq!(sum_from(sum(&data[..4]), &data[4..]), sum(&data));
+/// ```
 #[inline]
 pub fn sum_from(initial: u16, data: &[u8]) -> u16 {
     combine(initial, sum(data))
@@ -215,3 +245,8 @@ mod tests {
         assert_eq!(a.finish(), sum(&[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77]));
     }
 }
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -19,6 +19,13 @@ use crate::fold;
 
 /// Sum of the IPv4 pseudo-header: source and destination address, zero, protocol and the
 /// transport length (header plus payload, in bytes).
+///
+/// ```
+/// use sluice_checksum::{pseudo, sum};
+/// // The same sum as the 12 pseudo-header bytes written out.
+/// let bytes = [192, 168, 0, 1, 10, 1, 2, 3, 0, 6, 0x05, 0xdc];
+/// assert_eq!(pseudo::ipv4([192, 168, 0, 1], [10, 1, 2, 3], 6, 1500), sum(&bytes));
+/// ```
 #[inline]
 pub fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, l4_len: u16) -> u16 {
     // 32-bit big-endian values fold like their two 16-bit halves (2^16 = 1 mod 0xffff).
@@ -32,6 +39,18 @@ pub fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, l4_len: u16) -> u16 {
 
 /// Sum of the IPv6 pseudo-header: source and destination address, the 32-bit upper-layer
 /// packet length, three zero bytes and the next-header value.
+///
+/// ```
+/// use sluice_checksum::{pseudo, sum};
+/// let src = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+/// let dst = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+/// let mut bytes = Vec::new();
+/// bytes.extend_from_slice(&src);
+/// bytes.extend_from_slice(&dst);
+/// bytes.extend_from_slice(&1500u32.to_be_bytes());
+/// bytes.extend_from_slice(&[0, 0, 0, 17]);
+/// assert_eq!(pseudo::ipv6(&src, &dst, 17, 1500), sum(&bytes));
+/// ```
 #[inline]
 pub fn ipv6(src: &[u8; 16], dst: &[u8; 16], proto: u8, l4_len: u32) -> u16 {
     let a = u128::from_be_bytes(*src);

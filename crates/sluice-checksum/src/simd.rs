@@ -64,6 +64,13 @@ static SELECTED: AtomicU8 = AtomicU8::new(UNKNOWN);
 ///
 /// Used by [`crate::sum`]. Detection runs on the first call and is cached; racing first calls
 /// all compute the same answer, so a relaxed store is enough.
+///
+/// ```
+/// use sluice_checksum::simd;
+/// let best = simd::detected();
+/// assert!(best.is_available());
+/// assert_eq!(simd::available().last(), Some(best));
+/// ```
 #[inline]
 pub fn detected() -> Impl {
     match SELECTED.load(Ordering::Relaxed) {
@@ -93,6 +100,12 @@ fn detect_and_cache() -> Impl {
 }
 
 /// The implementations the running CPU supports, slowest first (always starts with `Scalar`).
+///
+/// ```
+/// use sluice_checksum::simd::{available, Impl};
+/// let imps: Vec<Impl> = available().collect();
+/// assert_eq!(imps[0], Impl::Scalar);
+/// ```
 pub fn available() -> impl Iterator<Item = Impl> {
     Impl::ALL.into_iter().filter(|i| i.is_available())
 }
@@ -101,6 +114,15 @@ pub fn available() -> impl Iterator<Item = Impl> {
 ///
 /// Unlike [`crate::sum`] this never takes the small-input scalar shortcut, so tests exercise the
 /// vector code (and its tail handling) at every length.
+///
+/// ```
+/// use sluice_checksum::{simd, sum};
+/// let data: Vec<u8> = (0..1500u32).map(|i| (i * 7) as u8).collect();
+/// // Every implementation the CPU has gives the same bits.
+/// for imp in simd::available() {
+///     assert_eq!(simd::sum_with(imp, &data), Some(sum(&data)));
+/// }
+/// ```
 pub fn sum_with(imp: Impl, data: &[u8]) -> Option<u16> {
     if !imp.is_available() {
         return None;

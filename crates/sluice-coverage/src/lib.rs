@@ -38,6 +38,15 @@ const UNREGISTERED: usize = usize::MAX;
 const OVERFLOW: usize = usize::MAX - 1;
 
 /// A named event counter. Declare with [`counter!`].
+///
+/// ```
+/// use sluice_coverage::counter;
+/// counter!(pub RX_RUNTS, "rx_runts", "frames shorter than an Ethernet header");
+/// RX_RUNTS.inc();
+/// std::thread::spawn(|| RX_RUNTS.add(4)).join().unwrap();
+/// assert_eq!(RX_RUNTS.value(), 5); // every thread's count, summed on read
+/// assert_eq!(RX_RUNTS.this_thread(), Some(1));
+/// ```
 #[derive(Debug)]
 pub struct Counter {
     name: &'static str,
@@ -207,6 +216,13 @@ fn registry_add(c: &'static Counter) -> usize {
 
 /// Registers counters so that listings show them before they first fire. Registering twice is
 /// harmless.
+///
+/// ```
+/// sluice_coverage::counter!(QUIET, "quiet_counter", "never fires");
+/// assert!(sluice_coverage::lookup(&sluice_coverage::snapshot(), "quiet_counter").is_err());
+/// sluice_coverage::register(&[&QUIET]);
+/// assert_eq!(sluice_coverage::value_by_name("quiet_counter"), Ok(0));
+/// ```
 pub fn register(counters: &[&'static Counter]) {
     for &c in counters {
         if c.slot.load(Ordering::Acquire) == UNREGISTERED {
@@ -252,6 +268,18 @@ pub struct Sample {
 }
 
 /// The value of every registered counter, in registration order.
+///
+/// ```
+/// use sluice_coverage::{counter, deltas, lookup, snapshot};
+/// counter!(TX_OK, "doc_tx_ok", "frames sent");
+/// TX_OK.add(10);
+/// let before = snapshot();
+/// TX_OK.add(3);
+/// let after = snapshot();
+/// assert_eq!(lookup(&after, "doc_tx_ok"), Ok(13));
+/// assert_eq!(lookup(&deltas(&before, &after), "doc_tx_ok"), Ok(3));
+/// assert!(lookup(&after, "doc_tx_okk").is_err()); // a misspelt name is an error, not 0
+/// ```
 pub fn snapshot() -> Vec<Sample> {
     let st = state();
     st.counters
@@ -320,6 +348,19 @@ pub fn deltas(before: &[Sample], after: &[Sample]) -> Vec<Sample> {
 
 /// Prometheus text exposition of `samples`: `sluice_<name>_total` counters with `HELP` and
 /// `TYPE` lines.
+///
+/// ```
+/// use sluice_coverage::{prometheus, Sample};
+/// let text = prometheus(&[Sample { name: "rx_drops", help: "frames dropped", value: 7 }]);
+/// assert_eq!(
+///     text.lines().collect::<Vec<_>>(),
+///     [
+///         "# HELP sluice_rx_drops_total frames dropped",
+///         "# TYPE sluice_rx_drops_total counter",
+///         "sluice_rx_drops_total 7",
+///     ]
+/// );
+/// ```
 pub fn prometheus(samples: &[Sample]) -> String {
     let mut out = String::new();
     for s in samples {
@@ -360,6 +401,21 @@ pub struct Rate {
 /// is the oldest recorded time within the window (`t0 ≥ now − W`); before a full window has been
 /// recorded it is the average since the first snapshot; with fewer than two snapshots, 0.
 /// Snapshots older than an hour (beyond the one just outside the hour) are discarded.
+///
+/// ```
+/// use sluice_coverage::{Rates, Sample};
+/// use std::time::Duration;
+/// let at = |secs, value| {
+///     (Duration::from_secs(secs), vec![Sample { name: "rx", help: "", value }])
+/// };
+/// let mut rates = Rates::new();
+/// for (now, samples) in [at(0, 0), at(5, 50), at(10, 150)] {
+///     rates.record(now, samples);
+/// }
+/// let r = rates.rates()[0];
+/// assert_eq!((r.per_sec_5s, r.per_sec_1m, r.total), (20.0, 15.0, 150));
+/// assert!(rates.show(false).contains("rx"));
+/// ```
 #[derive(Debug, Default)]
 pub struct Rates {
     history: std::collections::VecDeque<(Duration, Vec<Sample>)>,
@@ -435,3 +491,8 @@ impl Rates {
         out
     }
 }
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

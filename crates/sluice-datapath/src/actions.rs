@@ -233,6 +233,24 @@ pub fn action_name(action: &Action) -> &'static str {
 /// `cfg` is the switch's parse configuration: it gives the VXLAN/Geneve UDP ports (the first
 /// of each set is the destination port of an encapsulation) and is used to parse frames whose
 /// metadata is the default.
+///
+/// ```
+/// use sluice_datapath::{actions::apply, PacketBuf};
+/// use sluice_flow::Action;
+/// use sluice_wire::ParseConfig;
+/// let frame = [
+///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+/// ];
+/// let mut pkt = PacketBuf::from_frame(&frame);
+/// let push = Action::PushVlan { tpid: 0x88a8, tci: 200 };
+/// apply(&mut pkt, &push, &ParseConfig::DEFAULT).unwrap();
+/// assert_eq!(pkt.frame()[12..16], [0x88, 0xa8, 0x00, 200]);
+/// assert_eq!(pkt.meta.offsets().l3(sluice_packet::Level::Outer), Some(18)); // metadata follows
+/// apply(&mut pkt, &Action::PopVlan, &ParseConfig::DEFAULT).unwrap();
+/// assert_eq!(pkt.frame(), &frame[..]);
+/// ```
 pub fn apply(pkt: &mut PacketBuf, action: &Action, cfg: &ParseConfig) -> Result<(), ActionError> {
     let meta = effective_meta(pkt, cfg);
     let name = action_name(action);

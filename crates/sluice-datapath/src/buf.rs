@@ -17,6 +17,16 @@ pub const HEADROOM: usize = 192;
 pub const DEFAULT_ROOM: usize = 65536 + 64;
 
 /// One packet: its bytes, metadata and the port it arrived on.
+///
+/// ```
+/// use sluice_datapath::PacketBuf;
+/// let mut pkt = PacketBuf::from_frame(&[0xaa, 0xbb, 0xcc]);
+/// pkt.push(2).copy_from_slice(&[1, 2]); // prepend into the headroom, no copy of the frame
+/// assert_eq!(pkt.frame(), &[1, 2, 0xaa, 0xbb, 0xcc]);
+/// assert!(pkt.pull(3));
+/// assert_eq!(pkt.frame(), &[0xbb, 0xcc]);
+/// assert!(!pkt.pull(3)); // too short: unchanged
+/// ```
 #[derive(Debug, Clone)]
 pub struct PacketBuf {
     data: Vec<u8>,
@@ -197,6 +207,17 @@ impl PacketBuf {
 }
 
 /// A free list of [`PacketBuf`]s of one room size.
+///
+/// ```
+/// use sluice_datapath::BufPool;
+/// let mut pool = BufPool::new(2048, 8);
+/// let mut a = pool.get();
+/// a.set_frame(b"frame");
+/// pool.put(a);
+/// let b = pool.get(); // recycled and reset, not allocated again
+/// assert!(b.is_empty());
+/// assert_eq!(pool.allocated(), 1);
+/// ```
 #[derive(Debug)]
 pub struct BufPool {
     free: Vec<PacketBuf>,

@@ -219,6 +219,37 @@ fn add_gro(a: &mut GroStats, b: &GroStats) {
 }
 
 /// The datapath. See the [module documentation](self).
+///
+/// ```
+/// use sluice_datapath::{Datapath, DatapathConfig, MemPort, PortOptions};
+/// use sluice_flow::{parse_rule, FlowTable, PortNames, TableConfig};
+/// use sluice_offload::features::{Device, Features};
+///
+/// let mut table = FlowTable::new(TableConfig::default());
+/// let ports = PortNames::new();
+/// let rule = parse_rule("in_port 1 action push_vlan:802.1q:100,output:2", &ports).unwrap();
+/// table.insert(rule).unwrap();
+///
+/// let mut dp = Datapath::new(table.reader(), DatapathConfig::default());
+/// let (port1, wire1) = MemPort::new("p1", Device::new(Features::NONE));
+/// let (port2, wire2) = MemPort::new("p2", Device::new(Features::NONE));
+/// dp.add_port(1, Box::new(port1), PortOptions::default()).unwrap();
+/// dp.add_port(2, Box::new(port2), PortOptions::default()).unwrap();
+///
+/// let frame = [
+///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+/// ];
+/// wire1.inject_frame(&frame);
+/// assert_eq!(dp.poll_once(), 1);
+/// let sent = wire2.take_sent();
+/// assert_eq!(sent.len(), 1);
+/// // The frame left port 2 with an 802.1Q tag (VID 100) after the MAC addresses.
+/// assert_eq!(sent[0].0[12..16], [0x81, 0x00, 0x00, 100]);
+/// assert_eq!(sent[0].0[16..], frame[12..]);
+/// assert_eq!(dp.stats(2).unwrap().tx_packets, 1);
+/// ```
 pub struct Datapath {
     cfg: DatapathConfig,
     /// The ports, sorted by number (never indexed by a port number: a client picks those).

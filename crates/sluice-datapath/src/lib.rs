@@ -26,3 +26,8 @@ pub use datapath::{Datapath, DatapathConfig, DatapathError, PortOptions, PortSta
 pub use port::{MemPort, MemPortHandle, Port, PortDrops, PortError, RecvResult};
 pub use rss::Rss;
 pub use rule_stats::{RuleCount, RuleCounters};
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -38,6 +38,21 @@ pub const DEFAULT_SEED: u64 = 0x736c_7569_6365_7273;
 
 /// Spreads frames over `threads` datapath threads by their innermost flow. See the
 /// [module documentation](self).
+///
+/// ```
+/// use sluice_datapath::Rss;
+/// let frame = [
+///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+/// ];
+/// let rss = Rss::new(4);
+/// let t = rss.thread(&frame);
+/// assert!(t < 4);
+/// assert_eq!(rss.thread(&frame), t); // the same flow always goes to the same thread
+/// assert_eq!(rss.hash(&frame), Rss::new(8).hash(&frame)); // the hash does not depend on `threads`
+/// assert_ne!(rss.hash(&frame), rss.with_seed(7).hash(&frame));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rss {
     threads: usize,

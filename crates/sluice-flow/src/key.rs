@@ -367,6 +367,19 @@ impl FlowKey {
     /// (tc flower's `enc_*` keys). Use [`FlowKey::extract_outer`] to classify the outer headers
     /// of an encapsulated frame instead. Fields the frame does not carry stay zero. Never panics:
     /// offsets outside the frame read as zero bytes.
+    ///
+    /// ```
+    /// use sluice_flow::{Field, FlowKey};
+    /// // A TCP/IPv4 frame 10.0.0.1:1234 -> 10.0.0.2:80.
+    /// let mut frame = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+    /// frame.extend([0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    /// frame.extend([0x04, 0xd2, 0, 80, 0, 0, 0, 1, 0, 0, 0, 1]); // TCP ports, seq, ack
+    /// frame.extend([0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]); // offset 5, ACK, window
+    /// let key = FlowKey::extract(&frame, &sluice_wire::parse(&frame).unwrap(), 7);
+    /// assert_eq!(key.uint(Field::InPort), 7);
+    /// assert_eq!(key.uint(Field::L4Dst), 80);
+    /// assert_eq!(key.addr(Field::IpDst)[12..], [10, 0, 0, 2]);
+    /// ```
     pub fn extract(frame: &[u8], layout: &Layout, in_port: u32) -> FlowKey {
         let mut k = FlowKey::ZERO;
         k.set_uint(Field::InPort, u64::from(in_port));

@@ -56,3 +56,8 @@ pub use key::{Field, FlowKey, Mask};
 pub use rule::{BatchMode, Handle, Match, Rule, RuleError, RuleRef};
 pub use table::{FlowTable, Idr, Reader, Snapshot, TableConfig, PARALLEL_MIN_BATCH};
 pub use text::{parse_rule, ParseError, PortNames, RuleText};
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -309,6 +309,25 @@ fn proto_name(p: u8) -> String {
 }
 
 /// Parses one rule line.
+///
+/// ```
+/// use sluice_flow::{parse_rule, Action, Field, PortNames, RuleText};
+/// let ports = PortNames::new();
+/// let line = "prio 5 dst_ip 10.0.0.0/8 ip_proto udp dst_port 53 action set_ttl:9,output:3";
+/// let rule = parse_rule(line, &ports).unwrap();
+/// assert_eq!(rule.priority, 5);
+/// assert_eq!(rule.matcher.key.uint(Field::L4Dst), 53);
+/// assert_eq!(rule.actions.as_slice().last(), Some(&Action::Output(3)));
+///
+/// // Printing gives text that parses to the same rule.
+/// let text = RuleText { rule: &rule, ports: &ports }.to_string();
+/// assert_eq!(parse_rule(&text, &ports).unwrap(), rule);
+///
+/// // Errors point at the offending token.
+/// let bad = "dst_ip 10.0.0.1 colour red action drop";
+/// let err = parse_rule(bad, &ports).unwrap_err();
+/// assert_eq!(&bad[err.column..err.column + err.len], "colour");
+/// ```
 pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
     let toks = tokens(line);
     let mut m = Match::ANY;

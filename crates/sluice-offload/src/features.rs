@@ -200,6 +200,14 @@ impl Features {
 
     /// Parses a `--features` list: comma-separated `ethtool -k` names, `none` (empty set) or
     /// `all`. Whitespace around names is ignored; an empty list is an error.
+    ///
+    /// ```
+    /// use sluice_offload::features::{Feature, Features};
+    /// let f = Features::parse_list("tx-scatter-gather, tx-tcp-segmentation").unwrap();
+    /// assert!(f.has(Feature::TxSg) && f.has(Feature::Tso));
+    /// assert_eq!(f.iter().count(), 2);
+    /// assert!(Features::parse_list("tx-bogus").is_err());
+    /// ```
     pub fn parse_list(s: &str) -> Result<Features, FeatureError> {
         let mut set = Features::NONE;
         let mut any = false;
@@ -416,6 +424,25 @@ pub struct PacketShape {
 /// 5. a GSO packet over the device's size or segment limits loses segmentation; a GSO packet
 ///    that is not a tunnel loses `tx-gso-partial`; a TCPv4 GSO packet without DF loses
 ///    `tx-tcp-mangleid-segmentation`.
+///
+/// ```
+/// use sluice_offload::features::{features_for, Device, Feature, Features, PacketShape};
+/// use sluice_packet::OffloadMeta;
+/// // A TCP/IPv4 frame's metadata.
+/// let mut frame = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+/// frame.extend([0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+/// frame.extend([0x04, 0xd2, 0, 80, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
+/// let meta = OffloadMeta::from_layout(&sluice_wire::parse(&frame).unwrap());
+///
+/// // A device that checksums and segments untagged packets, but not tagged ones.
+/// let offered = Features::parse_list("tx-checksum-ipv4,tx-tcp-segmentation").unwrap();
+/// let mut dev = Device::new(offered);
+/// dev.vlan_features = Features::NONE;
+/// let untagged = features_for(&meta, &PacketShape::default(), &dev);
+/// assert!(untagged.has(Feature::Tso) && untagged.has(Feature::TxCsumIpv4));
+/// let tagged = PacketShape { in_band_tags: 1, ..PacketShape::default() };
+/// assert!(features_for(&meta, &tagged, &dev).is_empty());
+/// ```
 pub fn features_for(meta: &OffloadMeta, shape: &PacketShape, dev: &Device) -> Features {
     let mut f = dev.features;
     if meta.tunnel().is_some() {

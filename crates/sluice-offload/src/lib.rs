@@ -10,3 +10,8 @@ pub mod features;
 pub mod gro;
 pub mod gso;
 pub mod tx;
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -483,6 +483,37 @@ fn fix_features(mut f: Features) -> Features {
 
 /// Prepares `pkt` for transmission on `dev`: see the [module documentation](self). Frames
 /// produced are in `out` (cleared first) for [`TxOutcome::Prepared`].
+///
+/// ```
+/// use sluice_offload::features::{Device, Features};
+/// use sluice_offload::tx::{tx_prepare, TxOutput, TxPacket, TxSteps};
+/// use sluice_packet::{GsoType, OffloadMeta};
+/// // Ethernet + IPv4 (DF) + TCP (ACK, seq 1) + 3000 payload bytes: a TSO super-packet.
+/// let mut frame = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+/// frame.extend([0x45, 0, 0x0b, 0xe0, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+/// frame.extend([0x04, 0xd2, 0, 80, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
+/// frame.extend((0..3000u32).map(|i| i as u8));
+/// let mut meta = OffloadMeta::from_layout(&sluice_wire::parse(&frame).unwrap());
+/// meta.set_gso(GsoType::TcpV4, 1000, false).unwrap();
+/// let pkt = TxPacket::new(&frame, meta);
+/// let mut out = TxOutput::new();
+///
+/// // A device that segments TCP itself gets one GSO packet, and the work left to it.
+/// let list = "tx-scatter-gather,tx-checksum-ipv4,tx-tcp-segmentation";
+/// let tso = Device::new(Features::parse_list(list).unwrap());
+/// let outcome = tx_prepare(&pkt, &tso, &mut out);
+/// assert!(outcome.actions().contains(TxSteps::HW_GSO));
+/// let (sent, work) = out.frame(0).unwrap();
+/// assert_eq!(sent.len(), frame.len());
+/// assert_eq!(work.gso, Some((GsoType::TcpV4, 1000, false)));
+/// assert_eq!(work.l4_csum, Some((34, 16))); // the device fills the TCP checksum per segment
+///
+/// // A device with no offloads gets three finished frames, segmented in software.
+/// let outcome = tx_prepare(&pkt, &Device::new(Features::NONE), &mut out);
+/// assert!(outcome.actions().contains(TxSteps::SOFT_GSO));
+/// assert_eq!(out.len(), 3);
+/// assert!(out.frames().all(|(f, work)| f.len() == 1054 && work.gso.is_none()));
+/// ```
 pub fn tx_prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
     out.clear();
     TX_PREPARED.inc();

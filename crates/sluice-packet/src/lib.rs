@@ -33,3 +33,8 @@ pub use verify::{Verdict, Verdicts};
 
 #[cfg(test)]
 mod tests;
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

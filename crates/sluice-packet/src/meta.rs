@@ -375,6 +375,27 @@ impl OffloadMeta {
     /// Metadata for a freshly parsed frame: offsets, protocols and tunnel from the layout, every
     /// status `Unknown`, no GSO, no partial checksum. Offsets beyond `u16::MAX` are dropped, and
     /// a tunnel whose inner stack was not parsed is not recorded.
+    ///
+    /// ```
+    /// use sluice_packet::{verify, CsumStatus, Level, OffloadMeta, Slot};
+    /// let mut frame = vec![
+    ///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+    ///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+    ///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+    /// ];
+    /// let layout = sluice_wire::parse(&frame).unwrap();
+    /// let mut meta = OffloadMeta::from_layout(&layout);
+    /// let offsets = meta.offsets();
+    /// assert_eq!((offsets.l3(Level::Outer), offsets.l4(Level::Outer)), (Some(14), Some(34)));
+    /// assert_eq!(meta.l4_proto(Level::Outer), Some(17));
+    /// assert_eq!(meta.status(Slot::OuterIp), CsumStatus::Unknown);
+    ///
+    /// // Software verification turns knowledge into statuses.
+    /// meta.apply_verdicts(&verify::verify_frame(&frame, &layout));
+    /// assert_eq!(meta.status(Slot::OuterIp), CsumStatus::Bad); // the field is zero
+    /// assert_eq!(meta.status(Slot::OuterL4), CsumStatus::Good); // UDP without checksum:
+    /// assert!(meta.csum_absent(Level::Outer)); // nothing to verify or fill
+    /// ```
     pub fn from_layout(layout: &Layout) -> Self {
         let o = &layout.outer;
         let i = layout.inner.as_ref();
@@ -484,6 +505,16 @@ impl OffloadMeta {
     /// Sets the GSO request. `GsoType::None` requires `segment_size == 0`, any other type a
     /// non-zero size; `ecn` is refused with USO, as Linux 6.18's `tun` refuses it (`EINVAL`), and
     /// accepted with UFO, where the kernel accepts it and fragments as without it.
+    ///
+    /// ```
+    /// use sluice_packet::{GsoType, OffloadMeta};
+    /// let mut meta = OffloadMeta::default();
+    /// meta.set_gso(GsoType::TcpV4, 1448, true).unwrap();
+    /// assert_eq!((meta.gso_type(), meta.segment_size()), (GsoType::TcpV4, 1448));
+    /// assert!(meta.gso_ecn());
+    /// assert!(meta.set_gso(GsoType::UdpL4, 1400, true).is_err()); // USO + ECN: refused, as tun does
+    /// assert!(meta.set_gso(GsoType::None, 1400, false).is_err());
+    /// ```
     #[inline]
     pub fn set_gso(
         &mut self,

@@ -29,6 +29,25 @@ use sluice_wire::bytes::{read_u16, write_u16};
 use sluice_wire::{ip_proto, L3Kind};
 
 /// Sets the IPv4 source address of `level`.
+///
+/// ```
+/// use sluice_packet::{rewrite, verify::verify_frame, Level, OffloadMeta, Slot, Verdict};
+/// let mut frame = vec![
+///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+/// ];
+/// let layout = sluice_wire::parse(&frame).unwrap();
+/// let mut meta = OffloadMeta::from_layout(&layout);
+/// rewrite::recompute_checksum(&mut frame, &mut meta, Slot::OuterIp).unwrap();
+/// rewrite::recompute_checksum(&mut frame, &mut meta, Slot::OuterL4).unwrap();
+///
+/// // Source NAT: the address changes and both checksums (IPv4 header, UDP) stay correct.
+/// rewrite::set_ipv4_src(&mut frame, &meta, Level::Outer, [192, 168, 1, 1]).unwrap();
+/// assert_eq!(frame[26..30], [192, 168, 1, 1]);
+/// let v = verify_frame(&frame, &layout);
+/// assert_eq!((v.ip, v.l4), (Verdict::Good, Verdict::Good));
+/// ```
 pub fn set_ipv4_src(
     frame: &mut [u8],
     meta: &OffloadMeta,
@@ -90,6 +109,21 @@ fn set_addr(
 }
 
 /// Sets the TCP, UDP or SCTP source and/or destination port of `level` (`None` keeps a port).
+///
+/// ```
+/// use sluice_packet::{rewrite, verify::verify_frame, Level, OffloadMeta, Slot, Verdict};
+/// let mut frame = vec![
+///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+/// ];
+/// let layout = sluice_wire::parse(&frame).unwrap();
+/// let mut meta = OffloadMeta::from_layout(&layout);
+/// rewrite::recompute_checksum(&mut frame, &mut meta, Slot::OuterL4).unwrap();
+/// rewrite::set_ports(&mut frame, &meta, Level::Outer, None, Some(5353)).unwrap();
+/// assert_eq!(frame[34..38], [0x04, 0xd2, 0x14, 0xe9]); // 1234 kept, 53 -> 5353
+/// assert_eq!(verify_frame(&frame, &layout).l4, Verdict::Good);
+/// ```
 pub fn set_ports(
     frame: &mut [u8],
     meta: &OffloadMeta,
@@ -121,6 +155,21 @@ pub fn set_ports(
 }
 
 /// Sets the IPv4 TTL (or the IPv6 hop limit) of `level`.
+///
+/// ```
+/// use sluice_packet::{rewrite, verify::verify_frame, Level, OffloadMeta, Slot, Verdict};
+/// let mut frame = vec![
+///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+/// ];
+/// let layout = sluice_wire::parse(&frame).unwrap();
+/// let mut meta = OffloadMeta::from_layout(&layout);
+/// rewrite::recompute_checksum(&mut frame, &mut meta, Slot::OuterIp).unwrap();
+/// rewrite::set_ttl(&mut frame, &meta, Level::Outer, 63).unwrap();
+/// assert_eq!(frame[22], 63);
+/// assert_eq!(verify_frame(&frame, &layout).ip, Verdict::Good);
+/// ```
 pub fn set_ttl(frame: &mut [u8], meta: &OffloadMeta, level: Level, ttl: u8) -> Result<(), Error> {
     let kind = meta
         .l3_kind(level)
@@ -203,6 +252,21 @@ pub fn defer_l4_checksum(
 /// packet you built yourself, or one you have explicitly decided to repair. An inner recompute
 /// also moves the outer tunnel checksum (unless the slot was `Partial`, whose fill the outer
 /// checksum already assumes). IPv6 headers have no checksum (`Unsupported`).
+///
+/// ```
+/// use sluice_packet::{rewrite, verify::verify_frame, CsumStatus, OffloadMeta, Slot, Verdict};
+/// let mut frame = vec![
+///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+/// ];
+/// let layout = sluice_wire::parse(&frame).unwrap();
+/// let mut meta = OffloadMeta::from_layout(&layout);
+/// rewrite::recompute_checksum(&mut frame, &mut meta, Slot::OuterL4).unwrap();
+/// assert_eq!(meta.status(Slot::OuterL4), CsumStatus::Good);
+/// assert_ne!(frame[40..42], [0, 0]);
+/// assert_eq!(verify_frame(&frame, &layout).l4, Verdict::Good);
+/// ```
 pub fn recompute_checksum(
     frame: &mut [u8],
     meta: &mut OffloadMeta,

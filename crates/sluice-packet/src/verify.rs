@@ -52,6 +52,23 @@ pub struct Verdicts {
 }
 
 /// Verifies every checksum of `frame` described by `layout`.
+///
+/// ```
+/// use sluice_packet::verify::{verify_frame, Verdict};
+/// let mut frame = vec![
+///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+/// ];
+/// let layout = sluice_wire::parse(&frame).unwrap();
+/// let v = verify_frame(&frame, &layout);
+/// assert_eq!(v.ip, Verdict::Bad); // the IPv4 header checksum field is zero
+/// assert_eq!((v.l4, v.l4_absent), (Verdict::None, true)); // UDP checksum 0: none, over IPv4
+///
+/// let csum = sluice_checksum::checksum(&frame[14..34]);
+/// frame[24..26].copy_from_slice(&csum.to_be_bytes());
+/// assert_eq!(verify_frame(&frame, &layout).ip, Verdict::Good);
+/// ```
 pub fn verify_frame(frame: &[u8], layout: &Layout) -> Verdicts {
     let udp_tunnel = matches!(
         layout.tunnel.map(|t| t.kind),

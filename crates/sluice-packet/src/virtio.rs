@@ -235,6 +235,21 @@ fn nonzero16(frame: &[u8], at: usize) -> bool {
 impl VirtioNetHdr {
     /// Decodes the first `fmt.size()` bytes of `buf`. Only the length is checked here; the
     /// meaning is checked against the frame by [`VirtioNetHdr::to_meta`].
+    ///
+    /// ```
+    /// use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_NEEDS_CSUM, GSO_TCPV4};
+    /// // flags NEEDS_CSUM, TCPv4 GSO, hdr_len 66, gso_size 1448, csum_start 34, csum_offset 16
+    /// let bytes = [1, 1, 66, 0, 0xa8, 0x05, 34, 0, 16, 0];
+    /// let hdr = VirtioNetHdr::decode(&bytes, HdrFormat::V0).unwrap();
+    /// assert_eq!((hdr.flags, hdr.gso_type), (F_NEEDS_CSUM, GSO_TCPV4));
+    /// assert_eq!((hdr.hdr_len, hdr.gso_size), (66, 1448));
+    /// assert_eq!((hdr.csum_start, hdr.csum_offset), (34, 16));
+    ///
+    /// let mut out = [0u8; 12];
+    /// assert_eq!(hdr.encode(HdrFormat::V1, &mut out), Ok(12));
+    /// assert_eq!(out[..10], bytes);
+    /// assert!(VirtioNetHdr::decode(&bytes[..9], HdrFormat::V0).is_err());
+    /// ```
     pub fn decode(buf: &[u8], fmt: HdrFormat) -> Result<VirtioNetHdr, VirtioError> {
         let need = fmt.size();
         let b = buf.get(..need).ok_or(VirtioError::Short {
@@ -327,6 +342,29 @@ impl VirtioNetHdr {
     /// Maps the header onto metadata for `frame` (parsed as `layout`), checking it the way the
     /// kernel does and more: every inconsistency is a [`VirtioError`]. `fmt` is the format the
     /// header came in (tunnel bits need [`HdrFormat::V1HashTunnel`]).
+    ///
+    /// ```
+    /// use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_NEEDS_CSUM};
+    /// use sluice_packet::{CsumStatus, Slot};
+    /// let mut frame = vec![
+    ///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+    ///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+    ///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+    /// ];
+    /// let layout = sluice_wire::parse(&frame).unwrap();
+    /// // The sender left the UDP checksum (at 34 + 6) for the receiver to fill.
+    /// let mut hdr = VirtioNetHdr::default();
+    /// (hdr.flags, hdr.csum_start, hdr.csum_offset) = (F_NEEDS_CSUM, 34, 6);
+    /// let meta = hdr.to_meta(HdrFormat::V1, &frame, &layout).unwrap();
+    /// assert_eq!(meta.status(Slot::OuterL4), CsumStatus::Partial);
+    /// assert_eq!((meta.csum_start(), meta.csum_offset()), (34, 6));
+    /// // from_meta is the inverse.
+    /// assert_eq!(VirtioNetHdr::from_meta(&meta, &frame, HdrFormat::V1).unwrap(), hdr);
+    ///
+    /// // A checksum location other than the UDP checksum field is refused, as by the kernel.
+    /// let bad = VirtioNetHdr { csum_offset: 4, ..hdr };
+    /// assert!(bad.to_meta(HdrFormat::V1, &frame, &layout).is_err());
+    /// ```
     pub fn to_meta(
         &self,
         fmt: HdrFormat,

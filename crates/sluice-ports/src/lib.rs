@@ -57,3 +57,8 @@ pub fn require_root() -> std::io::Result<()> {
         ))
     }
 }
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

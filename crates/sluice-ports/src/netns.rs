@@ -73,6 +73,21 @@ pub fn run_command(program: &str, args: &[&str]) -> io::Result<String> {
 }
 
 /// A network namespace created for the lifetime of this value.
+///
+/// Needs root and `ip`, so not run here:
+///
+/// ```no_run
+/// use sluice_ports::{Netns, VethPair};
+/// let (left, right) = (Netns::create("doc-l")?, Netns::create("doc-r")?);
+/// let veth = VethPair::create(&left, "v0", &right, "v1", 1500)?; // both ends up
+/// left.run(&["ip", "addr", "add", "10.0.0.1/24", "dev", veth.a()])?;
+/// right.run(&["ip", "addr", "add", "10.0.0.2/24", "dev", veth.b()])?;
+/// left.run(&["ping", "-c", "1", "10.0.0.2"])?;
+/// let index = right.ifindex(veth.b())?;
+/// assert!(index > 0);
+/// // Dropping `veth`, `left` and `right` deletes them, also when a test panics.
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Netns {
     name: String,

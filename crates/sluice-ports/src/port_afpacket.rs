@@ -190,6 +190,28 @@ pub fn afpacket_device(
 
 /// An `AF_PACKET` socket on one interface as a datapath [`Port`]. See the
 /// [module documentation](self).
+///
+/// Needs root, so not run here:
+///
+/// ```no_run
+/// use sluice_datapath::Port;
+/// use sluice_offload::tx::DeviceWork;
+/// use sluice_ports::{AfPacketPort, AfPacketPortConfig, Netns, VethPair};
+///
+/// let (host, peer) = (Netns::create("doc-h")?, Netns::create("doc-p")?);
+/// let veth = VethPair::create(&host, "up0", &peer, "up1", 1500)?;
+/// // Open the socket inside the namespace; it keeps working from any thread.
+/// let mut port = host.enter(|| AfPacketPort::open(veth.a(), &AfPacketPortConfig::default()))??;
+/// println!("{} offers {}", port.name(), port.device().features); // the interface's ethtool -k
+///
+/// // A broadcast frame out of up0 (a Datapath drives ports the same way, see sluice-datapath).
+/// let mut frame = vec![0xff; 6];
+/// frame.extend([0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5]);
+/// frame.resize(60, 0);
+/// port.send(&frame, &DeviceWork::default())?;
+/// port.flush()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct AfPacketPort {
     sock: PacketSocket,

@@ -80,6 +80,21 @@ impl Default for TapPortConfig {
 }
 
 /// A TAP interface (one queue) as a datapath [`Port`]. See the [module documentation](self).
+///
+/// Needs root, so not run here:
+///
+/// ```no_run
+/// use sluice_datapath::Port;
+/// use sluice_offload::features::Feature;
+/// use sluice_ports::{Netns, TapPort, TapPortConfig};
+///
+/// let ns = Netns::create("doc")?;
+/// let port = ns.enter(|| TapPort::open("sltap%d", &TapPortConfig::default()))??;
+/// ns.link_up(port.name())?;
+/// // The device features follow the offloads the kernel accepted (TUN_F_CSUM -> checksum fill).
+/// assert!(port.device().features.has(Feature::TxCsumGeneric));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct TapPort {
     tap: Tap,

@@ -36,6 +36,12 @@ pub const TUN_F_UDP_TUNNEL_GSO: u32 = 0x080;
 pub const TUN_F_UDP_TUNNEL_GSO_CSUM: u32 = 0x100;
 /// The `TUN_F_*` bits of `bits` by name (`csum+tso4+tso6`), for messages; unknown bits as hex,
 /// no bits as `none`.
+///
+/// ```
+/// use sluice_ports::tap::{tun_f_names, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6};
+/// assert_eq!(tun_f_names(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6), "csum+tso4+tso6");
+/// assert_eq!(tun_f_names(0), "none");
+/// ```
 pub fn tun_f_names(bits: u32) -> String {
     const NAMES: [(u32, &str); 9] = [
         (TUN_F_CSUM, "csum"),
@@ -99,6 +105,30 @@ pub struct TapConfig {
 }
 
 /// An open TAP queue.
+///
+/// Needs root (`CAP_NET_ADMIN`), so not run here:
+///
+/// ```no_run
+/// use sluice_packet::virtio::{HdrFormat, VirtioNetHdr};
+/// use sluice_ports::tap::{Tap, TapConfig, TUN_F_CSUM, TUN_F_TSO4};
+/// use sluice_ports::Netns;
+///
+/// let ns = Netns::create("doc")?;
+/// let tap = ns.enter(|| {
+///     let offloads = TUN_F_CSUM | TUN_F_TSO4;
+///     Tap::open("tap%d", &TapConfig { vnet_hdr_len: 12, offloads, ..TapConfig::default() })
+/// })??;
+/// ns.link_up(tap.name())?;
+/// // The kernel accepts what it supports of the requested offloads.
+/// assert_eq!(tap.offloads() & !(TUN_F_CSUM | TUN_F_TSO4), 0);
+///
+/// // Every frame goes with a virtio_net_hdr (here: no offload requested).
+/// let mut hdr = [0u8; 12];
+/// VirtioNetHdr::default().encode(HdrFormat::V1, &mut hdr).unwrap();
+/// let frame = [0xffu8; 60];
+/// assert_eq!(tap.write(&hdr, &frame)?, 12 + 60);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Tap {
     fd: OwnedFd,

@@ -55,3 +55,8 @@ mod store;
 pub use error::StoreError;
 pub use state::{Change, Port, Rule, RuleRef, State};
 pub use store::{Recovery, Store, TornTail};
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

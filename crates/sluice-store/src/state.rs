@@ -135,6 +135,19 @@ pub struct State {
 impl State {
     /// Applies one change. Total: deleting or modifying what is absent does nothing; adding a
     /// handle that exists replaces it. The handle counters only move up.
+    ///
+    /// ```
+    /// use sluice_store::{Change, Rule, State};
+    /// let mut state = State::default();
+    /// let (matches, actions) = (b"in_port 1".to_vec(), b"drop".to_vec());
+    /// let rule = Rule { handle: 5, priority: 1, matches, actions };
+    /// state.apply(Change::RulesAdd(vec![rule]));
+    /// assert_eq!(state.next_rule_handle, 6);
+    /// state.apply(Change::RulesDel(vec![5]));
+    /// state.apply(Change::RulesDel(vec![5])); // deleting what is absent does nothing
+    /// assert!(state.rules.is_empty());
+    /// assert_eq!(state.next_rule_handle, 6); // handles are never reused
+    /// ```
     pub fn apply(&mut self, change: Change) {
         match change {
             Change::PortAdd(port) => {

@@ -382,6 +382,26 @@ impl Store {
     /// Reads the store's own files (the store keeps no copy of the state in memory), so it
     /// costs about one [`Store::open`] plus writing the snapshot. A failure after the
     /// snapshot's rename poisons the store; reopening finishes the job.
+    ///
+    /// ```
+    /// use sluice_store::{Change, Store};
+    /// # let dir = std::env::temp_dir().join(format!("sluice-compact-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let (mut store, _) = Store::open(&dir)?;
+    /// for v in 1..=3 {
+    ///     store.commit(&[Change::QuotaSet { name: "rules".into(), value: v * 1000 }])?;
+    /// }
+    /// let (journal, generation) = (store.journal_bytes(), store.generation());
+    /// store.compact()?;
+    /// assert!(store.journal_bytes() < journal); // a fresh journal: its header only
+    /// assert!(store.generation() > generation);
+    /// drop(store);
+    /// let (store, state) = Store::open(&dir)?;
+    /// assert_eq!(state.quotas["rules"], 3000); // the same state, from the snapshot
+    /// assert!(store.recovery().is_clean());
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), sluice_store::StoreError>(())
+    /// ```
     pub fn compact(&mut self) -> Result<(), StoreError> {
         if self.poisoned {
             return Err(StoreError::Poisoned);

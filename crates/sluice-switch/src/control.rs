@@ -606,6 +606,40 @@ impl Drop for ControlServer {
 }
 
 /// A client connection to a daemon's control socket.
+///
+/// A daemon and a client in one process (no port, so no root needed):
+///
+/// ```
+/// use serde_json::json;
+/// use sluice_switch::{Client, ControlServer, Request, Switch, SwitchConfig};
+/// use std::sync::{atomic::AtomicBool, atomic::Ordering, Arc};
+///
+/// let path = std::env::temp_dir().join(format!("sluice-doc-{}.sock", std::process::id()));
+/// let server = ControlServer::bind(&path)?;
+/// let switch = Arc::new(Switch::start(SwitchConfig::default()).unwrap());
+/// let stop = Arc::new(AtomicBool::new(false));
+/// let daemon = {
+///     let stop = Arc::clone(&stop);
+///     std::thread::spawn(move || server.run(&switch, &stop))
+/// };
+///
+/// let mut client = Client::connect(&path)?;
+/// assert_eq!(client.request(&Request::Ping {})?, json!("pong"));
+/// let added = client.request(&Request::FlowAdd {
+///     rules: vec!["prio 10 dst_ip 10.0.0.0/8 action drop".into()],
+///     atomic: true,
+/// })?;
+/// assert!(added[0]["handle"].is_u64());
+/// let dump = client.request(&Request::FlowDump { stats: false })?;
+/// assert_eq!(dump.as_array().map(Vec::len), Some(1));
+/// // Errors come back as io::Error with the daemon's message.
+/// let err = client.request(&Request::PortDel { name: "nope0".into(), force: false }).unwrap_err();
+/// assert!(err.to_string().contains("nope0"));
+///
+/// stop.store(true, Ordering::SeqCst);
+/// daemon.join().unwrap()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Client {
     reader: BufReader<UnixStream>,

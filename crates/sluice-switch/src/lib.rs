@@ -26,3 +26,8 @@ pub fn register_counters() {
     sluice_coverage::register(&spread::COUNTERS);
     sluice_coverage::register(&metrics::COUNTERS);
 }
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

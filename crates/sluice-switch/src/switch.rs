@@ -271,6 +271,21 @@ fn names_port(rule: &Rule, number: u32) -> bool {
 }
 
 /// The switch. See the [module documentation](self). Dropping it stops the datapath threads.
+///
+/// ```
+/// use sluice_switch::{Switch, SwitchConfig};
+/// let switch = Switch::start(SwitchConfig::default()).unwrap();
+/// let lines = [
+///     "prio 5 eth_type ipv4 ip_proto udp dst_port 53 action drop".to_string(),
+///     "bogus".into(),
+/// ];
+/// let results = switch.add_flows(&lines, false).unwrap();
+/// assert!(results[0].handle.is_some());
+/// assert!(results[1].error.as_deref().is_some_and(|e| e.contains("bogus")));
+/// assert_eq!(switch.dump_flows().len(), 1);
+/// assert!(switch.ports().unwrap().is_empty());
+/// switch.stop().unwrap();
+/// ```
 pub struct Switch {
     workers: Workers,
     control: Mutex<Control>,

@@ -80,6 +80,17 @@ fn stream_slice(offset: u64, max: usize) -> &'static [u8] {
 }
 
 /// Fills `out` with the stream's bytes from `offset` on.
+///
+/// ```
+/// use sluice_traffic::{fill_stream, verify_chunk, BLOCK_LEN};
+/// // Any window of the stream, even one across the block boundary, verifies.
+/// let offset = BLOCK_LEN as u64 - 100;
+/// let mut chunk = vec![0u8; 300];
+/// fill_stream(offset, &mut chunk);
+/// assert_eq!(verify_chunk(offset, &chunk), None);
+/// chunk[150] ^= 1; // one flipped bit is found, at its stream offset
+/// assert_eq!(verify_chunk(offset, &chunk), Some(offset + 150));
+/// ```
 pub fn fill_stream(offset: u64, out: &mut [u8]) {
     let mut done = 0;
     while done < out.len() {
@@ -216,6 +227,24 @@ fn is_timeout(e: &io::Error) -> bool {
 
 /// Sends the stream over TCP from namespace `client` to `server_addr:port` in namespace
 /// `server` for `duration`, verifying every byte received; see [`tcp_transfer_with`].
+///
+/// Needs root (namespaces), so not run here:
+///
+/// ```no_run
+/// use sluice_ports::{Netns, VethPair};
+/// use std::time::Duration;
+///
+/// let (a, b) = (Netns::create("doc-a")?, Netns::create("doc-b")?);
+/// let veth = VethPair::create(&a, "va", &b, "vb", 1500)?;
+/// a.run(&["ip", "addr", "add", "10.9.0.1/24", "dev", veth.a()])?;
+/// b.run(&["ip", "addr", "add", "10.9.0.2/24", "dev", veth.b()])?;
+///
+/// let dst = "10.9.0.2".parse().unwrap();
+/// let report = sluice_traffic::tcp_transfer(&b, dst, 0, &a, Duration::from_secs(1))?;
+/// assert!(report.verified && report.bytes == report.sent && report.bytes > 0);
+/// println!("{:.1} Gbit/s", report.gbps);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn tcp_transfer(
     server: &Netns,
     server_addr: IpAddr,
@@ -524,6 +553,24 @@ fn tcp_send_stream(
 /// Sends `datagram_size`-byte UDP datagrams (an 8-byte sequence number, then the stream at
 /// offset `seq × (datagram_size − 8)`) from `client` to `server_addr:port` in `server` for
 /// `duration`, as fast as the socket takes them; see [`udp_transfer_with`].
+///
+/// Needs root (namespaces), so not run here:
+///
+/// ```no_run
+/// use sluice_ports::{Netns, VethPair};
+/// use std::time::Duration;
+///
+/// let (a, b) = (Netns::create("doc-a")?, Netns::create("doc-b")?);
+/// let veth = VethPair::create(&a, "va", &b, "vb", 1500)?;
+/// a.run(&["ip", "addr", "add", "10.9.0.1/24", "dev", veth.a()])?;
+/// b.run(&["ip", "addr", "add", "10.9.0.2/24", "dev", veth.b()])?;
+///
+/// let dst = "10.9.0.2".parse().unwrap();
+/// let report = sluice_traffic::udp_transfer(&b, dst, 0, &a, Duration::from_millis(500), 1400)?;
+/// assert!(report.verified && report.received > 0);
+/// assert_eq!(report.sent, report.received + report.lost);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn udp_transfer(
     server: &Netns,
     server_addr: IpAddr,
@@ -836,3 +883,8 @@ mod tests {
         assert_eq!(gbps(1, 0.0), 0.0);
     }
 }
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

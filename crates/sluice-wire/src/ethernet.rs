@@ -67,6 +67,17 @@ view! {
     ///
     /// Contract: once [`Frame::new_checked`] (or [`Frame::check_len`]) succeeded, the buffer holds at
     /// least [`HEADER_LEN`] bytes and no accessor panics.
+    ///
+    /// ```
+    /// use sluice_wire::ethernet::{Address, Frame};
+    /// let bytes = [0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, 0xaa];
+    /// let frame = Frame::new_checked(&bytes[..]).unwrap();
+    /// assert_eq!(frame.dst_addr(), Address([0x02, 0, 0, 0, 0, 0x02]));
+    /// assert_eq!(frame.src_addr().to_string(), "02:00:00:00:00:01");
+    /// assert_eq!(frame.ethertype(), sluice_wire::ethertype::IPV4);
+    /// assert_eq!(frame.payload(), &[0xaa]);
+    /// assert!(Frame::new_checked(&bytes[..13]).is_err());
+    /// ```
     pub struct Frame {
         /// The EtherType (a VLAN TPID when the frame is tagged).
         ethertype, set_ethertype: u16 @ field::ETHERTYPE;

@@ -202,6 +202,21 @@ view! {
     /// A zero-copy view of an IPv4 header and its payload.
     ///
     /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics (see the module docs).
+    ///
+    /// ```
+    /// use core::net::Ipv4Addr;
+    /// use sluice_wire::ipv4::Packet;
+    /// let mut bytes = [
+    ///     0x45, 0, 0, 24, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 1, 2, 3, 4,
+    /// ];
+    /// let mut ip = Packet::new_checked(&mut bytes[..]).unwrap();
+    /// assert_eq!(ip.src_addr(), Ipv4Addr::new(10, 0, 0, 1));
+    /// assert_eq!((ip.header_len(), ip.ttl(), ip.protocol()), (20, 64, 17));
+    /// assert!(ip.dont_frag());
+    /// assert_eq!(ip.payload(), &[1, 2, 3, 4]);
+    /// ip.set_ttl(63).unwrap();
+    /// assert_eq!(bytes[8], 63);
+    /// ```
     pub struct Packet {
         /// Total length of the IP packet (header and payload).
         total_len, set_total_len: u16 @ field::LENGTH;
@@ -406,6 +421,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 }
 
 /// The parsed form of an IPv4 header.
+///
+/// ```
+/// use sluice_wire::ipv4::{Packet, Repr};
+/// let bytes = [0x45, 0, 0, 24, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 1, 2, 3, 4];
+/// let repr = Repr::parse(&Packet::new_checked(&bytes[..]).unwrap()).unwrap();
+/// assert_eq!((repr.protocol, repr.payload_len, repr.buffer_len()), (17, 4, 24));
+///
+/// // emit writes the same header back (checksum zero, for the caller to fill in).
+/// let mut out = [0u8; 24];
+/// repr.emit(&mut Packet::new_unchecked(&mut out[..])).unwrap();
+/// assert_eq!(out[..20], bytes[..20]);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Repr {
     /// Source address.

@@ -406,12 +406,51 @@ impl Default for ParseConfig {
 }
 
 /// Parses an Ethernet frame with the default [`ParseConfig`].
+///
+/// ```
+/// use sluice_wire::{parse, L3Kind, Layer};
+/// let frame = [
+///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+/// ];
+/// let layout = parse(&frame).unwrap();
+/// let outer = layout.outer;
+/// assert_eq!((outer.l2, outer.l3), (Some(0), Some(14)));
+/// assert_eq!((outer.l4, outer.payload), (Some(34), Some(42)));
+/// assert_eq!(outer.l3_kind, Some(L3Kind::Ipv4));
+/// assert_eq!(outer.l4_proto, Some(17));
+/// assert_eq!(layout.layers.as_slice(), &[(Layer::Eth, 0), (Layer::Ipv4, 14), (Layer::Udp, 34)]);
+/// assert!(layout.tunnel.is_none());
+///
+/// // Malformed bytes give an error naming the layer and offset, never a panic.
+/// let err = parse(&frame[..40]).unwrap_err();
+/// assert_eq!((err.layer, err.offset), (Layer::Ipv4, 14));
+/// ```
 #[inline]
 pub fn parse(frame: &[u8]) -> Result<Layout, ParseError> {
     parse_with(frame, &ParseConfig::DEFAULT)
 }
 
 /// Parses an Ethernet frame with the given configuration.
+///
+/// ```
+/// use sluice_wire::{parse, parse_with, ParseConfig, TunnelKind};
+/// // VXLAN (VNI 42) on UDP port 8472, as Linux's default vxlan port, carrying an Ethernet frame.
+/// let mut frame = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+/// frame.extend([0x45, 0, 0, 50, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+/// frame.extend([0xc0, 0x00, 0x21, 0x18, 0, 30, 0, 0]); // UDP 49152 -> 8472, length 30
+/// frame.extend([0x08, 0, 0, 0, 0, 0, 42, 0]); // VXLAN, I flag, VNI 42
+/// frame.extend([0x02, 0, 0, 0, 0, 0x04, 0x02, 0, 0, 0, 0, 0x03, 0x88, 0xb5]); // inner Ethernet
+///
+/// assert!(parse(&frame).unwrap().tunnel.is_none()); // 8472 is not VXLAN by default
+/// let cfg = ParseConfig::with_tunnel_ports(&[8472], &[]).unwrap();
+/// let layout = parse_with(&frame, &cfg).unwrap();
+/// let tunnel = layout.tunnel.unwrap();
+/// assert_eq!((tunnel.kind, tunnel.offset, tunnel.id), (TunnelKind::Vxlan, 42, Some(42)));
+/// assert_eq!(layout.inner.unwrap().l2, Some(50));
+/// assert_eq!(layout.innermost().ethertype, 0x88b5);
+/// ```
 #[inline]
 pub fn parse_with(frame: &[u8], cfg: &ParseConfig) -> Result<Layout, ParseError> {
     // Not via `parse_partial`, which would copy the layout once more.
@@ -428,6 +467,19 @@ pub fn parse_with(frame: &[u8], cfg: &ParseConfig) -> Result<Layout, ParseError>
 /// belong to an earlier header are kept, e.g. `l4_proto` is the IP protocol field even when the L4
 /// header behind it is truncated.) When the error is inside a tunnel, `outer` and `tunnel` are
 /// complete and `inner` holds what was parsed of the inner stack.
+///
+/// ```
+/// use sluice_wire::{parse_partial, Layer, ParseConfig};
+/// let frame = [
+///     0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet, IPv4
+///     0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4, UDP
+///     0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g', // UDP 1234 -> 53, "ping"
+/// ];
+/// // Cut inside the UDP header: Ethernet and IPv4 are fine, the IPv4 length overruns the frame.
+/// let (layout, err) = parse_partial(&frame[..40], &ParseConfig::DEFAULT);
+/// assert_eq!(layout.layers.as_slice(), &[(Layer::Eth, 0)]);
+/// assert_eq!(err.map(|e| e.layer), Some(Layer::Ipv4));
+/// ```
 #[inline]
 pub fn parse_partial(frame: &[u8], cfg: &ParseConfig) -> (Layout, Option<ParseError>) {
     let mut layout = Layout::default();

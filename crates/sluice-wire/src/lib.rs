@@ -107,3 +107,8 @@ pub mod ip_proto {
 pub const VXLAN_PORT: u16 = 4789;
 /// Default UDP destination port of Geneve (RFC 8926).
 pub const GENEVE_PORT: u16 = 6081;
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

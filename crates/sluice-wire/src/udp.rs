@@ -28,6 +28,18 @@ view! {
     /// A zero-copy view of a UDP header and its payload.
     ///
     /// Contract: once [`Packet::new_checked`] succeeded, no accessor panics.
+    ///
+    /// ```
+    /// use sluice_wire::udp::{Packet, Repr};
+    /// let bytes = [0x04, 0xd2, 0, 53, 0, 12, 0, 0, b'p', b'i', b'n', b'g'];
+    /// let udp = Packet::new_checked(&bytes[..]).unwrap();
+    /// assert_eq!((udp.src_port(), udp.dst_port(), udp.len()), (1234, 53, 12));
+    /// assert_eq!(udp.payload(), b"ping");
+    /// let repr = Repr::parse(&udp).unwrap();
+    /// assert_eq!(repr.payload_len, 4);
+    /// // A length field beyond the buffer is refused.
+    /// assert!(Packet::new_checked(&bytes[..10]).is_err());
+    /// ```
     pub struct Packet {
         /// Source port.
         src_port, set_src_port: u16 @ field::SRC_PORT;

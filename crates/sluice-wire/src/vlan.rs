@@ -43,6 +43,13 @@ view! {
     ///
     /// Contract: once [`Tag::new_checked`] succeeded, the buffer holds at least [`HEADER_LEN`] bytes
     /// and no accessor panics.
+    ///
+    /// ```
+    /// use sluice_wire::vlan::Tag;
+    /// // TCI: PCP 5, DEI 0, VID 100; then IPv4.
+    /// let tag = Tag::new_checked(&[0xa0, 0x64, 0x08, 0x00][..]).unwrap();
+    /// assert_eq!((tag.pcp(), tag.dei(), tag.vid(), tag.next_type()), (5, false, 100, 0x0800));
+    /// ```
     pub struct Tag {
         /// The 16-bit tag control information.
         tci, set_tci: u16 @ field::TCI;

@@ -22,6 +22,30 @@ const WAYS: usize = 4;
 ///
 /// It is valid for one snapshot generation: any published batch empties it on next use, so it
 /// never returns a stale answer. It pays off when traffic has fewer active flows than entries.
+///
+/// ```
+/// use sluice_flow::{parse_rule, ExactCache, FlowKey, FlowTable, PortNames, TableConfig};
+/// let ports = PortNames::new();
+/// let mut table = FlowTable::new(TableConfig::default());
+/// table.insert(parse_rule("dst_ip 10.0.0.0/8 action output:1", &ports).unwrap()).unwrap();
+/// // A TCP/IPv4 frame 10.0.0.1:1234 -> 10.0.0.2:80.
+/// let mut frame = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+/// frame.extend([0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+/// frame.extend([0x04, 0xd2, 0, 80, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
+/// let key = FlowKey::extract(&frame, &sluice_wire::parse(&frame).unwrap(), 2);
+///
+/// let reader = table.reader();
+/// let mut cache = ExactCache::new(1024);
+/// for _ in 0..3 {
+///     assert!(reader.snapshot().lookup_cached(&mut cache, &key).is_some());
+/// }
+/// assert_eq!((cache.hits, cache.misses), (2, 1));
+///
+/// // A published change empties the cache: no stale answer.
+/// table.insert(parse_rule("prio 9 dst_ip 10.0.0.2 action drop", &ports).unwrap()).unwrap();
+/// let hit = reader.snapshot().lookup_cached(&mut cache, &key).map(|h| h.priority);
+/// assert_eq!((hit, cache.misses), (Some(9), 2));
+/// ```
 #[derive(Debug, Clone)]
 pub struct ExactCache {
     tags: Vec<[u64; WAYS]>,

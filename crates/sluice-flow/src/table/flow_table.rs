@@ -13,6 +13,31 @@ use crate::publish::Writer;
 use crate::rule::{BatchMode, Handle, Match, Rule, RuleError, RuleRef};
 
 /// The writer side of a flow table. Not `Clone`; one per table.
+///
+/// ```
+/// use sluice_flow::{parse_rule, Action, FlowKey, FlowTable, PortNames, TableConfig};
+/// let mut ports = PortNames::new();
+/// ports.insert("uplink", 1);
+/// let rule = |line: &str| parse_rule(line, &ports).unwrap();
+///
+/// let mut table = FlowTable::new(TableConfig::default());
+/// let web = rule("prio 10 eth_type ipv4 ip_proto tcp dst_port 80 action output:uplink");
+/// let web = table.insert(web).unwrap();
+/// table.insert(rule("prio 1 dst_ip 10.0.0.0/8 action drop")).unwrap();
+///
+/// // A TCP/IPv4 frame 10.0.0.1:1234 -> 10.0.0.2:80.
+/// let mut frame = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+/// frame.extend([0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+/// frame.extend([0x04, 0xd2, 0, 80, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
+/// let key = FlowKey::extract(&frame, &sluice_wire::parse(&frame).unwrap(), 2);
+/// let reader = table.reader(); // clone one per thread; lookups never lock
+/// let (handle, priority, actions) = reader.lookup(&key).unwrap();
+/// assert_eq!((handle, priority), (web, 10));
+/// assert_eq!(actions.as_slice(), &[Action::Output(1)]);
+///
+/// table.delete(web).unwrap(); // published at once
+/// assert_eq!(reader.lookup(&key).unwrap().2.as_slice(), &[Action::Drop]);
+/// ```
 pub struct FlowTable {
     lr: Writer<Classifier, Op>,
     w: WriterState,

@@ -333,6 +333,31 @@ pub struct GroPacket {
 }
 
 /// The GRO engine of one port or queue. See the [module documentation](self).
+///
+/// ```
+/// use sluice_offload::gro::{GroConfig, GroEngine};
+/// use sluice_offload::gso::{segment, GsoOutput, GsoParams};
+/// use sluice_packet::{GsoType, OffloadMeta};
+/// // Ethernet + IPv4 (DF) + TCP (ACK, seq 1) + 3000 payload bytes: a TSO super-packet.
+/// let mut frame = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+/// frame.extend([0x45, 0, 0x0b, 0xe0, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+/// frame.extend([0x04, 0xd2, 0, 80, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
+/// frame.extend((0..3000u32).map(|i| i as u8));
+/// // Three wire-sized segments of one TCP stream...
+/// let mut segs = GsoOutput::new();
+/// let layout = sluice_wire::parse(&frame).unwrap();
+/// segment(&frame, &layout, &GsoParams::new(GsoType::TcpV4, 1000), &mut segs).unwrap();
+///
+/// // ...coalesce back into one packet with a GSO request, as Linux's GRO would.
+/// let mut gro = GroEngine::new(GroConfig::default());
+/// gro.receive_batch(segs.frames().map(|f| (f, OffloadMeta::default())), 0);
+/// let merged = gro.pop_output().unwrap();
+/// assert_eq!(merged.segments, 3);
+/// assert_eq!((merged.meta.gso_type(), merged.meta.segment_size()), (GsoType::TcpV4, 1000));
+/// assert_eq!(merged.frame.len(), frame.len());
+/// assert_eq!(merged.frame[54..], frame[54..]);
+/// assert!(gro.pop_output().is_none());
+/// ```
 #[derive(Debug)]
 pub struct GroEngine {
     cfg: GroConfig,

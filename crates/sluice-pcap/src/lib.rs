@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// Longest record accepted, in bytes: a pcap record's captured length or a whole pcapng block
 /// (16 MiB, as Wireshark's largest block). A longer length field is reported as
-/// [`ErrorKind::TooLong`] before anything is allocated for it.
+/// [`ErrorKind::BadLength`] before anything is allocated for it.
 pub const MAX_RECORD_LEN: u32 = 16 << 20;
 
 /// One captured frame.

@@ -9,7 +9,6 @@
 use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
 
-mod capture;
 mod ops;
 mod report;
 

@@ -1,10 +1,8 @@
 //! The functions of the extension module. Their Python-facing documentation (the docstrings
 //! users see) is in the `sluice` package, which wraps them; see `sluice/__init__.py`.
 
-use crate::capture::{CaptureReader, CaptureWriter};
 use crate::raise;
 use crate::report::{csum_dict, report, NotEthernet};
-use pcap_file::DataLink;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -16,6 +14,7 @@ use sluice_offload::tx::{emulate_device, tx_prepare, DeviceError, DropReason, Tx
 use sluice_offload::tx::{TxOutput, TxPacket};
 use sluice_packet::verify::verify_frame;
 use sluice_packet::{rewrite, CsumStatus, GsoType, OffloadMeta, Slot};
+use sluice_pcap::{CaptureReader, CaptureWriter, LinkType};
 use sluice_wire::{ip_proto, parse_partial, parse_with, L3Kind, Layout, ParseConfig, ParseError};
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -45,8 +44,12 @@ fn gso_error(py: Python<'_>, e: &GsoError) -> PyErr {
     raise(py, "GsoError", (e.to_string(), e.kind()))
 }
 
-fn pcap_error(py: Python<'_>, msg: String, path: &std::path::Path) -> PyErr {
-    raise(py, "PcapError", (msg, path.display().to_string()))
+fn pcap_error(py: Python<'_>, msg: impl std::fmt::Display, path: &std::path::Path) -> PyErr {
+    raise(
+        py,
+        "PcapError",
+        (msg.to_string(), path.display().to_string()),
+    )
 }
 
 /// Parses a frame (Ethernet); returns the dict of `sluice pcap inspect --json`.
@@ -394,8 +397,8 @@ pub(crate) fn pcap_inspect<'py>(
     while let Some(frame) = reader.next_frame() {
         index += 1;
         let frame = frame.map_err(|m| pcap_error(py, m, &path))?;
-        let not_ethernet = (frame.linktype != DataLink::ETHERNET)
-            .then(|| NotEthernet(format!("link type {:?} is not Ethernet", frame.linktype)));
+        let not_ethernet = (frame.linktype != LinkType::Ethernet)
+            .then(|| NotEthernet(format!("link type {} is not Ethernet", frame.linktype)));
         let d = report(py, &frame.data, &cfg, not_ethernet)?;
         d.set_item("frame", index)?;
         if frame.orig_len as usize != frame.data.len() {
@@ -428,7 +431,7 @@ pub(crate) fn pcap_gso<'py>(
     };
     let mut reader = CaptureReader::open(&input).map_err(|m| pcap_error(py, m, &input))?;
     let mut writer = CaptureWriter::create(&output).map_err(|m| pcap_error(py, m, &output))?;
-    let werr = |m: String| pcap_error(py, m, &output);
+    let werr = |m: sluice_pcap::Error| pcap_error(py, m, &output);
     let mut out = GsoOutput::new();
     let (mut frames, mut segments, mut passed) = (0u64, 0u64, 0u64);
     let mut errors: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -436,7 +439,7 @@ pub(crate) fn pcap_gso<'py>(
         frames += 1;
         let frame = frame.map_err(|m| pcap_error(py, m, &input))?;
         let data = &frame.data;
-        let layout = (frame.linktype == DataLink::ETHERNET)
+        let layout = (frame.linktype == LinkType::Ethernet)
             .then(|| sluice_wire::parse(data).ok())
             .flatten();
         let ty = layout
@@ -501,7 +504,7 @@ pub(crate) fn pcap_gro<'py>(
             frames_in += 1;
             let frame = frame.map_err(|m| pcap_error(py, m, &input))?;
             ts.set(frame.timestamp);
-            if frame.linktype != DataLink::ETHERNET {
+            if frame.linktype != LinkType::Ethernet {
                 // Written through unchanged, after what is pending.
                 g.flush(py, &mut emit)?;
                 let fake = GroPacket {

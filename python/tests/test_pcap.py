@@ -132,3 +132,6 @@ def test_a_corrupt_record_names_the_file_and_frame(tmp_path):
     with pytest.raises(sluice.PcapError) as e:
         sluice.pcap.inspect(path)
     assert str(e.value).startswith(f"{path}: frame 3: corrupt pcap record: ")
+    # ... and the byte offset of the torn record: the file header and two whole records.
+    frame = len(Ether() / IP() / TCP() / Raw(b"r" * 200))
+    assert str(e.value).endswith(f"(byte offset {24 + 2 * (16 + frame)})")

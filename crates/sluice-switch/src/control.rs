@@ -255,14 +255,21 @@ fn to_value<T: Serialize>(t: T) -> Result<Value, String> {
     serde_json::to_value(t).map_err(|e| format!("cannot encode the result: {e}"))
 }
 
+/// Decodes one request line (without its newline) as the server does before it touches the
+/// switch: `Err` holds the message for the client (`bad request: ...`). Pure: no state, no
+/// counters (the `control_json` fuzz target runs it on arbitrary bytes).
+pub fn decode(line: &[u8]) -> Result<Request, String> {
+    serde_json::from_slice(line).map_err(|e| format!("bad request: {e}"))
+}
+
 /// Answers one request line (without its newline): the response object.
 pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
-    let req: Request = match serde_json::from_slice(line) {
+    let req = match decode(line) {
         Ok(r) => r,
-        Err(e) => {
+        Err(error) => {
             CTL_BAD_REQUESTS.inc();
-            tracing::debug!("control request refused: {e}");
-            return json!({"ok": false, "error": format!("bad request: {e}")});
+            tracing::debug!("control request refused: {error}");
+            return json!({"ok": false, "error": error});
         }
     };
     CTL_REQUESTS.inc();

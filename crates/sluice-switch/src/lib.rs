@@ -4,6 +4,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod config;
 pub mod control;
 pub mod metrics;
 pub mod spread;

@@ -8,10 +8,10 @@
 //! in software). `OUT.jsonl` beside `OUT` gets one line per written frame:
 //! `{"segments": k, "segment_size": s, "gso_type": "tcpv4"|"tcpv6"|"udp_l4"|null}`.
 
-use crate::capture::{CaptureReader, CaptureWriter};
 use anyhow::{bail, Context, Result};
 use sluice_offload::gro::{GroConfig, GroEngine, GroPacket};
 use sluice_packet::{rewrite, CsumStatus, GsoType, OffloadMeta, Slot};
+use sluice_pcap::{CaptureReader, CaptureWriter};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -57,10 +57,10 @@ pub fn run(args: Args) -> Result<()> {
     let mut now = 0u64;
     let mut ts = Duration::ZERO;
     while let Some(frame) = reader.next_frame() {
-        let frame = frame.with_context(|| format!("{}", args.input.display()))?;
+        let frame = frame?;
         frames_in += 1;
         ts = frame.timestamp;
-        if frame.linktype != pcap_file::DataLink::ETHERNET {
+        if frame.linktype != sluice_pcap::LinkType::Ethernet {
             // Not an Ethernet frame: written through unchanged, after what is pending.
             engine.flush(sluice_offload::gro::FlushReason::Manual);
             out.drain(&mut engine, ts)?;

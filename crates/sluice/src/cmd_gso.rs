@@ -1,11 +1,11 @@
 //! `sluice pcap gso`: segment every frame of a capture in software, as for a device with no
 //! offloads, and write every segment (with every checksum computed from scratch) in order.
 
-use crate::capture::{CaptureReader, CaptureWriter};
 use crate::spec;
 use anyhow::{Context, Result};
 use sluice_offload::gso::{self, GsoOutput, GsoParams, OuterCsum};
 use sluice_packet::GsoType;
+use sluice_pcap::{CaptureReader, CaptureWriter};
 use sluice_wire::{ip_proto, L3Kind, Layout};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -10,7 +10,6 @@
 //! the frames as handed to the device instead). Per-port counters and the nonzero coverage
 //! counters are printed at the end (`--json`: one object on the last line).
 
-use crate::capture::{CaptureReader, CaptureWriter};
 use anyhow::{bail, Context, Result};
 use sluice_datapath::{
     BufPool, Datapath, DatapathConfig, PacketBuf, Port, PortError, PortOptions, RecvResult,
@@ -18,6 +17,7 @@ use sluice_datapath::{
 use sluice_flow::{parse_rule, BatchMode, FlowTable, PortNames, TableConfig};
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::{emulate_device, DeviceWork};
+use sluice_pcap::{CaptureReader, CaptureWriter};
 use sluice_wire::ParseConfig;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,10 +1,12 @@
 //! The daemon (`sluice run`) and the control commands that talk to it (`sluice port|flow|
 //! features|stats|coverage`).
 
-use crate::daemon_log::{LogLevel, PortStates};
+use crate::daemon_log::PortStates;
 use anyhow::{bail, Context, Result};
-use serde::Deserialize;
 use serde_json::Value;
+use sluice_switch::config::{
+    check_threads, Config, LogLevel, DEFAULT_CONFIG, DEFAULT_DB, MAX_THREADS,
+};
 use sluice_switch::control::{Client, ControlServer, Request, ServerConfig, DEFAULT_SOCKET};
 use sluice_switch::metrics::{self, MetricsServer, RateInfo};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
@@ -14,92 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The configuration `sluice run` uses when given no file (`--print-default-config` shows it).
-pub const DEFAULT_CONFIG: &str = r#"{
-  "socket": "/run/sluice/sluice.sock",
-  "db": "/var/lib/sluice",
-  "batch": 64,
-  "poll_timeout_us": 2000,
-  "busy_poll_us": 20,
-  "max_rules": 1048576,
-  "max_masks": 4096,
-  "max_rule_bytes": 1073741824,
-  "socket_group": "0",
-  "max_connections": 64,
-  "write_timeout_ms": 5000,
-  "log_level": "info",
-  "ports": [],
-  "flows": []
-}"#;
-
-/// The default store directory of `sluice run` (`--db`).
-pub const DEFAULT_DB: &str = "/var/lib/sluice";
-
-/// `"db": null` (no store) apart from an absent `"db"` (the default).
-fn some_db<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<PathBuf>>, D::Error> {
-    Option::<PathBuf>::deserialize(d).map(Some)
-}
-
-/// Most datapath threads: a TAP has at most 256 queues (the kernel's `MAX_TAP_QUEUES`).
-pub const MAX_THREADS: usize = 256;
-
-/// The daemon's configuration file (JSON). Every field is optional.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    /// Control socket path.
-    #[serde(default)]
-    pub socket: Option<PathBuf>,
-    /// The durable store's directory; `null`: no store (nothing survives a restart). The
-    /// default is [`DEFAULT_DB`].
-    #[serde(default, deserialize_with = "some_db")]
-    pub db: Option<Option<PathBuf>>,
-    /// Frames per port per poll.
-    #[serde(default)]
-    pub batch: Option<usize>,
-    /// Longest idle wait of the datapath thread, in microseconds.
-    #[serde(default)]
-    pub poll_timeout_us: Option<u64>,
-    /// How long the datapath thread keeps polling after an empty pass before it sleeps, in
-    /// microseconds (0: never spin).
-    #[serde(default)]
-    pub busy_poll_us: Option<u64>,
-    /// Datapath threads, each with its own queue of every port (1 to [`MAX_THREADS`]); one
-    /// per CPU when absent.
-    #[serde(default)]
-    pub threads: Option<usize>,
-    /// Most flow rules.
-    #[serde(default)]
-    pub max_rules: Option<usize>,
-    /// Most distinct masks in the flow table.
-    #[serde(default)]
-    pub max_masks: Option<usize>,
-    /// Most bytes of rules (the flow table's per-rule estimate).
-    #[serde(default)]
-    pub max_rule_bytes: Option<usize>,
-    /// The control socket's group (a name or a number): its members may use the socket.
-    #[serde(default)]
-    pub socket_group: Option<String>,
-    /// Most control connections served at once.
-    #[serde(default)]
-    pub max_connections: Option<usize>,
-    /// Longest wait to write one reply to a control client, in milliseconds.
-    #[serde(default)]
-    pub write_timeout_ms: Option<u64>,
-    /// Address (`HOST:PORT`) of the Prometheus text endpoint (`GET /metrics`); none when absent.
-    #[serde(default)]
-    pub metrics: Option<String>,
-    /// How much the daemon says on stderr: `error`, `warn`, `info` (default), `debug`, `trace`.
-    #[serde(default)]
-    pub log_level: Option<LogLevel>,
-    /// Ports to open at start.
-    #[serde(default)]
-    pub ports: Vec<PortRequest>,
-    /// Rules to insert at start (one batch, all or nothing).
-    #[serde(default)]
-    pub flows: Vec<String>,
-}
 
 /// `sluice run` options.
 #[derive(clap::Args, Debug)]
@@ -139,8 +55,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
     /// How much the daemon says on stderr (overrides `log_level`; default info).
-    #[arg(long, value_enum, value_name = "LEVEL")]
+    #[arg(long, value_name = "LEVEL", value_parser = parse_log_level)]
     log_level: Option<LogLevel>,
+}
+
+/// `--log-level NAME`.
+fn parse_log_level(name: &str) -> Result<LogLevel, String> {
+    LogLevel::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = LogLevel::ALL.iter().map(|(n, _)| *n).collect();
+        format!("one of {} expected", names.join(", "))
+    })
 }
 
 /// Runs the daemon until SIGINT/SIGTERM or a `shutdown` request.
@@ -160,28 +84,20 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         .map_or("the default configuration".to_string(), |p| {
             p.display().to_string()
         });
-    let config: Config =
-        serde_json::from_str(&text).with_context(|| format!("{where_}: invalid configuration"))?;
+    let config = Config::parse(&text).map_err(|e| anyhow::anyhow!("{where_}: {e}"))?;
     crate::daemon_log::init(args.log_level.or(config.log_level).unwrap_or_default());
     let mut sc = SwitchConfig::default();
     if let Some(b) = config.batch {
-        if !(1..=1024).contains(&b) {
-            bail!("{where_}: batch must be 1 to 1024, not {b}");
-        }
         sc.datapath.batch = b;
     }
     if let Some(t) = config.poll_timeout_us {
         sc.poll_timeout = Duration::from_micros(t.clamp(10, 1_000_000));
     }
     if let Some(t) = config.busy_poll_us {
-        if t > 10_000 {
-            bail!("{where_}: busy_poll_us must be at most 10000 (10 ms), not {t}");
-        }
         sc.busy_poll = Duration::from_micros(t);
     }
     sc.threads = match args.threads.or(config.threads) {
-        Some(n) if (1..=MAX_THREADS).contains(&n) => n,
-        Some(n) => bail!("threads must be 1 to {MAX_THREADS}, not {n}"),
+        Some(n) => check_threads(n).map_err(anyhow::Error::msg)?,
         None => std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS)),
     };
     if let Some(m) = args.max_rules.or(config.max_rules) {
@@ -199,15 +115,9 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
             sluice_ports::cred::group_id(g).with_context(|| format!("socket group {g:?}"))?;
     }
     if let Some(n) = config.max_connections {
-        if n == 0 {
-            bail!("{where_}: max_connections must be at least 1");
-        }
         server_cfg.max_connections = n;
     }
     if let Some(ms) = config.write_timeout_ms {
-        if !(1..=600_000).contains(&ms) {
-            bail!("{where_}: write_timeout_ms must be 1 to 600000, not {ms}");
-        }
         server_cfg.write_timeout = Duration::from_millis(ms);
     }
     // An explicit --socket wins over the configuration's.

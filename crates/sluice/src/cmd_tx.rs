@@ -8,12 +8,12 @@
 //! (partial checksums still holding the pseudo-header sum, GSO packets unsegmented). Dropped
 //! frames are not written. The transmit counters are printed at the end.
 
-use crate::capture::{CaptureReader, CaptureWriter};
 use crate::spec;
 use anyhow::{bail, Context, Result};
 use sluice_offload::features::{Device, Features};
 use sluice_offload::tx::{self, emulate_device, tx_prepare, TxOutcome, TxOutput, TxPacket};
 use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot, Verdict};
+use sluice_pcap::{CaptureReader, CaptureWriter};
 use std::io::Write;
 use std::path::PathBuf;
 

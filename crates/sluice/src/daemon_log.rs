@@ -3,38 +3,10 @@
 //! the level. Startup, ports and stop are `info`; a port going down is `warn`; refused control
 //! requests are `debug` (they are counted anyway).
 
-use serde::Deserialize;
 use sluice_switch::PortStatsInfo;
 use std::collections::BTreeMap;
 
-/// How much the daemon says.
-#[derive(clap::ValueEnum, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum LogLevel {
-    /// Failures only.
-    Error,
-    /// And what went wrong but was survived (a port whose device vanished).
-    Warn,
-    /// And startup, ports, stop (the default).
-    #[default]
-    Info,
-    /// And every refused control request.
-    Debug,
-    /// Everything.
-    Trace,
-}
-
-impl LogLevel {
-    fn level(self) -> tracing::Level {
-        match self {
-            LogLevel::Error => tracing::Level::ERROR,
-            LogLevel::Warn => tracing::Level::WARN,
-            LogLevel::Info => tracing::Level::INFO,
-            LogLevel::Debug => tracing::Level::DEBUG,
-            LogLevel::Trace => tracing::Level::TRACE,
-        }
-    }
-}
+pub use sluice_switch::config::LogLevel;
 
 /// Sends the process's `tracing` events at `level` and above to stderr. A second call (a
 /// subscriber already set) changes nothing.
@@ -150,21 +122,5 @@ mod tests {
         assert!(up[0].up);
         // "b" was removed, then added again (up): not a change.
         assert!(s.observe(&[port("a", true), port("b", true)]).is_empty());
-    }
-
-    #[test]
-    fn levels_parse_from_the_configuration() {
-        for (text, want) in [
-            ("\"error\"", LogLevel::Error),
-            ("\"warn\"", LogLevel::Warn),
-            ("\"info\"", LogLevel::Info),
-            ("\"debug\"", LogLevel::Debug),
-            ("\"trace\"", LogLevel::Trace),
-        ] {
-            let got: LogLevel = serde_json::from_str(text).expect(text);
-            assert_eq!(got, want);
-        }
-        assert!(serde_json::from_str::<LogLevel>("\"loud\"").is_err());
-        assert_eq!(LogLevel::default().level(), tracing::Level::INFO);
     }
 }

@@ -4,11 +4,10 @@
 //! what was parsed before the error) and its checksums are verified in software with
 //! [`sluice_packet::verify::verify_frame`].
 
-use crate::capture::{CaptureReader, Frame};
 use anyhow::{Context, Result};
-use pcap_file::DataLink;
 use serde::Serialize;
 use sluice_packet::verify::{verify_frame, Verdict, Verdicts};
+use sluice_pcap::{CaptureReader, Frame, LinkType};
 use sluice_wire::bytes::read_u16;
 use sluice_wire::{parse_partial, Headers, L3Kind, Layout, ParseConfig, ParseError, VlanStack};
 use std::fmt::Write as _;
@@ -152,21 +151,21 @@ fn verdict_name(v: Verdict) -> &'static str {
 /// Builds the report of one Ethernet frame.
 pub fn report(index: u64, frame: &Frame, cfg: &ParseConfig) -> FrameReport {
     let data = &frame.data;
-    let (layout, error) = if frame.linktype == DataLink::ETHERNET {
+    let (layout, error) = if frame.linktype == LinkType::Ethernet {
         parse_partial(data, cfg)
     } else {
         (Layout::default(), None)
     };
-    let verdicts = if frame.linktype == DataLink::ETHERNET {
+    let verdicts = if frame.linktype == LinkType::Ethernet {
         verify_frame(data, &layout)
     } else {
         Verdicts::default()
     };
-    let error = if frame.linktype != DataLink::ETHERNET {
+    let error = if frame.linktype != LinkType::Ethernet {
         Some(ErrorJson {
             layer: "link",
             offset: 0,
-            reason: format!("link type {:?} is not Ethernet", frame.linktype),
+            reason: format!("link type {} is not Ethernet", frame.linktype),
         })
     } else {
         error.map(|e: ParseError| ErrorJson {
@@ -329,7 +328,7 @@ pub fn human_line(
     let rel = frame.timestamp.saturating_sub(t0).as_secs_f64();
     let mut out = format!("{index:6} {rel:>10.6} {:5}B ", r.len);
     out.push_str(&r.layers.join("/"));
-    if frame.linktype == DataLink::ETHERNET {
+    if frame.linktype == LinkType::Ethernet {
         let (layout, _) = parse_partial(&frame.data, cfg);
         describe_stack(&mut out, &frame.data, &layout.outer);
         if let Some(t) = layout.tunnel {
@@ -367,13 +366,13 @@ pub fn human_line(
 /// Runs `inspect` over a capture, writing to `out`. Returns the number of frames.
 pub fn run(path: &Path, format: Format, cfg: &ParseConfig, out: &mut dyn Write) -> Result<u64> {
     let mut reader = CaptureReader::open(path)?;
-    let progress = std::io::stderr().is_terminal() && reader.file_len > (4 << 20);
+    let progress = std::io::stderr().is_terminal() && reader.file_len().unwrap_or(0) > (4 << 20);
     let mut last_progress = Instant::now();
     let mut index = 0u64;
     let mut t0 = None;
     while let Some(frame) = reader.next_frame() {
         index += 1;
-        let frame = frame.with_context(|| format!("{}: frame {index}", path.display()))?;
+        let frame = frame?;
         let t0 = *t0.get_or_insert(frame.timestamp);
         let r = report(index, &frame, cfg);
         let line = match format {
@@ -383,7 +382,8 @@ pub fn run(path: &Path, format: Format, cfg: &ParseConfig, out: &mut dyn Write) 
         writeln!(out, "{line}")?;
         if progress && last_progress.elapsed() > Duration::from_millis(200) {
             last_progress = Instant::now();
-            let pct = reader.bytes_read() as f64 * 100.0 / reader.file_len.max(1) as f64;
+            let pct =
+                reader.bytes_read() as f64 * 100.0 / reader.file_len().unwrap_or(0).max(1) as f64;
             eprint!("\r{index} frames, {pct:.0}% ");
         }
     }

@@ -1,7 +1,6 @@
 //! The `sluice` command: the switch daemon (`run`), its control client (`port`, `flow`,
 //! `features`, `stats`, `coverage`), the demo, and offline tools over captures.
 
-mod capture;
 mod cmd_features;
 mod cmd_flow;
 mod cmd_gro;

@@ -1,0 +1,108 @@
+//! Fuzzes the daemon's control request path on a client's bytes: each complete line, split and
+//! trimmed as `serve_connection` does, goes through `control::decode` (the exact decoder the
+//! server runs) and, when it decodes, through `control::handle` against a real [`Switch`] with
+//! no ports (rule batches, text batches, deletes, dumps, trace, features, coverage …). Requests
+//! that would reach the host — `port_add` (creates a TAP or attaches to an interface) and
+//! `port_up` — are decoded but not run. The rules an input inserted are deleted after it, so
+//! inputs do not depend on each other.
+//!
+//! The same bytes, as UTF-8 text, also go through the client's streaming path: `chunk_rules`
+//! cuts them into whole-line chunks (limits from the first two bytes) and each chunk's
+//! `encode_text_request` line must decode, with `decode`, to exactly that chunk's text.
+//!
+//! Checked: no panic; a refusal reads `bad request: ...`; every answer serialises; chunks cover
+//! the text in order, each within its limits unless it is a single line.
+//!
+//! Seeds: `fuzz/seeds/control_json` (every request kind of `docs/control.md`, and text batches).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sluice_switch::control::{self, chunk_rules, encode_text_request, Request};
+use sluice_switch::{Switch, SwitchConfig};
+use std::sync::atomic::AtomicBool;
+use std::sync::OnceLock;
+
+fn switch() -> &'static Switch {
+    static SWITCH: OnceLock<Switch> = OnceLock::new();
+    SWITCH.get_or_init(|| {
+        Switch::start(SwitchConfig {
+            max_rules: 4096,
+            max_masks: 64,
+            max_rule_bytes: 16 << 20,
+            ..SwitchConfig::default()
+        })
+        .expect("a switch without ports starts")
+    })
+}
+
+fn server_path(data: &[u8]) {
+    let sw = switch();
+    let stop = AtomicBool::new(false);
+    // The server answers complete lines only; a last line without its newline is never run.
+    let complete = match data.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &data[..=end],
+        None => &[],
+    };
+    for line in complete.split(|&b| b == b'\n') {
+        let body = line.trim_ascii_end();
+        if body.is_empty() {
+            continue;
+        }
+        match control::decode(body) {
+            Err(e) => assert!(e.starts_with("bad request: "), "{e}"),
+            Ok(Request::PortAdd(_) | Request::PortUp { .. }) => {}
+            Ok(req) => {
+                if let Ok(v) = control::handle(sw, req, &stop) {
+                    let _ = v.to_string();
+                }
+            }
+        }
+    }
+    // Forget this input's rules.
+    let handles: Vec<String> = sw
+        .dump_flows()
+        .iter()
+        .filter_map(|l| l.strip_prefix("handle ")?.split(':').next().map(str::to_string))
+        .collect();
+    if !handles.is_empty() {
+        let _ = sw.del_flows_text(&handles.join("\n"), false);
+    }
+    assert!(sw.dump_flows().is_empty(), "every rule deleted");
+}
+
+fn stream_path(data: &[u8]) {
+    let (Some(&r), Some(&b)) = (data.first(), data.get(1)) else {
+        return;
+    };
+    let Ok(text) = std::str::from_utf8(&data[2..]) else {
+        return;
+    };
+    let max_rules = usize::from(r % 16) + 1;
+    let max_bytes = usize::from(b) * 4 + 16;
+    let chunks = chunk_rules(text, max_rules, max_bytes);
+    let mut pos = 0;
+    for (k, c) in chunks.iter().enumerate() {
+        assert_eq!(c.start, pos, "chunk {k} starts where the last ended");
+        assert!(c.end > c.start && c.end <= text.len());
+        pos = c.end;
+        let part = &text[c.start..c.end];
+        let one_line = part.trim_end_matches('\n').find('\n').is_none();
+        assert!(c.rules <= max_rules || one_line);
+        for delete in [false, true] {
+            let line = encode_text_request(part, delete, k % 2 == 0).expect("encode");
+            assert!(line.len() <= max_bytes + 64 || one_line, "chunk {k} too big");
+            let body = line.strip_suffix(b"\n").expect("newline");
+            match control::decode(body).expect("an encoded chunk decodes") {
+                Request::FlowAddText { text, .. } if !delete => assert_eq!(text, part),
+                Request::FlowDelText { text, .. } if delete => assert_eq!(text, part),
+                other => panic!("decoded to {other:?}"),
+            }
+        }
+    }
+    assert_eq!(pos, text.len(), "the chunks cover the text");
+}
+
+fuzz_target!(|data: &[u8]| {
+    server_path(data);
+    stream_path(data);
+});

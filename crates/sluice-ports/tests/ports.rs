@@ -386,7 +386,7 @@ fn afpacket_port_on_veth_receives_metadata_and_sends_udp_gso() {
     assert!(!dev.features.has(Feature::VlanCtagInsert) && !dev.features.has(Feature::UdpTnl));
     assert!(port.changeable().has(Feature::RxGro));
 
-    // set_feature goes through ethtool, from this (root-namespace) thread, and is re-read.
+    // set_feature goes through the ethtool ioctl, from this (root-namespace) thread, and is re-read.
     port.set_feature(Feature::Tso, false).unwrap();
     assert!(!port.device().features.has(Feature::Tso));
     port.set_feature(Feature::Tso, true).unwrap();

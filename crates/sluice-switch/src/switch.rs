@@ -20,6 +20,9 @@ mod text_batch;
 
 pub use text_batch::{is_rule_line, text_lines, LineError, TextBatchReply};
 
+mod quota;
+pub use quota::{QuotaChange, QuotaInfo};
+
 mod types;
 use types::state_name;
 pub use types::{

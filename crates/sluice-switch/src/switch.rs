@@ -882,8 +882,9 @@ impl Switch {
                 list.push((f, *on, alias));
             }
         }
-        // A port with a control side (AF_PACKET: netlink and the ethtool ioctl) is changed in
-        // the kernel here, on the control thread; the datapath threads only take the result.
+        // A port with a control side (AF_PACKET: netlink and the ethtool ioctl; TAP:
+        // TUNSETOFFLOAD) is changed in the kernel here, on the control thread; the datapath
+        // threads only take the result.
         if let Some(control) = self.call(move |dp| dp.port_control(number))? {
             return self.apply_with_control(number, port, control.as_ref(), &list);
         }

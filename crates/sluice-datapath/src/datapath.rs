@@ -21,7 +21,7 @@
 
 use crate::actions;
 use crate::buf::{BufPool, PacketBuf, DEFAULT_ROOM};
-use crate::port::{Port, PortDrops, PortError};
+use crate::port::{Port, PortControl, PortDrops, PortError, PortState};
 use crate::rule_stats::{self, RuleCounters};
 use sluice_coverage::{counter, Counter};
 use sluice_flow::{Action, ExactCache, FlowKey, Reader};
@@ -454,6 +454,22 @@ impl Datapath {
             .map_err(DatapathError::Port)?;
         slot.device = slot.port.device();
         Ok(())
+    }
+
+    /// Hands port `number` a device state its control side read or made
+    /// ([`Port::apply_state`]); the datapath uses the new
+    /// device from the next packet on.
+    pub fn apply_state(&mut self, number: u32, state: &PortState) -> Result<(), DatapathError> {
+        let slot = self.slot_mut(number)?;
+        slot.port.apply_state(state).map_err(DatapathError::Port)?;
+        slot.device = slot.port.device();
+        Ok(())
+    }
+
+    /// The control side of port `number`, if its device changes are kernel calls to make off
+    /// the datapath ([`Port::control`]).
+    pub fn port_control(&self, number: u32) -> Option<Arc<dyn PortControl>> {
+        self.slot(number).and_then(|s| s.port.control())
     }
 
     /// Features of port `number` the port can change.

@@ -153,6 +153,57 @@ pub trait Port: Send {
     fn drops(&self) -> PortDrops {
         PortDrops::default()
     }
+
+    /// The port's control side, for a port whose device changes are kernel calls that do not
+    /// belong on a datapath thread (netlink, `SIOCETHTOOL`: they wait for the kernel's RTNL
+    /// lock). Shared by every queue of the device. `None` (the default): [`Port::set_feature`]
+    /// is cheap enough to call where the port lives.
+    fn control(&self) -> Option<Arc<dyn PortControl>> {
+        None
+    }
+
+    /// Takes the device state its [`Port::control`] read or made (on the control side): the
+    /// port's [`Port::device`] and [`Port::changeable`] follow it from now on. The default
+    /// refuses (a port without a control side has no such state).
+    fn apply_state(&mut self, state: &PortState) -> Result<(), PortError> {
+        let _ = state;
+        Err(PortError::Unsendable(format!(
+            "port {} takes no device state from a control side",
+            self.name()
+        )))
+    }
+}
+
+/// One feature as `ethtool -k` shows it: whether it is on and whether it is `[fixed]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EthtoolFeature {
+    /// The feature.
+    pub feature: Feature,
+    /// `on`.
+    pub on: bool,
+    /// `[fixed]`: cannot be changed.
+    pub fixed: bool,
+}
+
+/// A device's state as a [`PortControl`] read it from the kernel: the features the kernel
+/// reports (those Sluice knows) and the transmit [`Device`] the port makes of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortState {
+    /// The features, as `ethtool -k` shows them.
+    pub features: Vec<EthtoolFeature>,
+    /// The transmit device (features the port can use, MTU, GSO limits).
+    pub device: Device,
+}
+
+/// The control side of a port (see [`Port::control`]): reads and changes the device in the
+/// kernel, off the datapath; the result goes to every queue's port with [`Port::apply_state`].
+pub trait PortControl: Send + Sync + fmt::Debug {
+    /// Reads the device's state from the kernel (after someone changed it behind the switch).
+    fn read(&self) -> Result<PortState, PortError>;
+
+    /// Turns a feature on or off in the kernel (as `ethtool -K`) and returns the state after
+    /// the change. Fails, with the feature and the reason, when the device cannot do it.
+    fn set_feature(&self, feature: Feature, on: bool) -> Result<PortState, PortError>;
 }
 
 /// Why [`rx_meta`] refused a received frame.

@@ -12,6 +12,8 @@
 //!   features follow the negotiated `TUN_F_*` offloads.
 //! - [`port_afpacket`]: the switch's `AF_PACKET` port ([`AfPacketPort`]) on a veth end or NIC,
 //!   with the interface's `ethtool -k` features as its device.
+//! - [`netdev`]: a device's link state (rtnetlink `RTM_GETLINK`) and features (the
+//!   `SIOCETHTOOL` ioctl) read and changed straight from the kernel ([`netdev::NetDev`]).
 //! - [`cred`]: a Unix socket peer's credentials (`SO_PEERCRED`) and its groups, for the
 //!   control socket's access check.
 //! - [`poll`]: waiting on several ports' descriptors ([`poll::wait_readable`]); [`signal`]: stop
@@ -20,11 +22,13 @@
 //!   oracle, which itself lives in the dev-only `sluice-testkit` crate).
 //!
 //! Everything here needs root (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN` for `setns`, `CAP_SYS_NICE` for
-//! `SCHED_FIFO`) and the `ip`, `tc` and `ethtool` programs.
+//! `SCHED_FIFO`). The ports themselves run no programs; [`Netns`] and [`VethPair`] (tests, the
+//! demo) run `ip`.
 
 pub mod afpacket;
 pub mod cred;
 pub mod ifstats;
+pub mod netdev;
 pub mod netns;
 pub mod poll;
 pub mod port_afpacket;

@@ -13,9 +13,13 @@
 //! it segments itself at `validate_xmit_skb`, later and cheaper than Sluice could (one
 //! `sendmsg` of the super-frame instead of one per segment; a veth keeps it whole, so a QinQ
 //! super-frame crosses a veth hop as one frame, as a single-tagged one does).
-//! [`Port::set_feature`] runs `ethtool -K IF NAME on|off` in the interface's namespace and
-//! re-reads the features (the kernel may change dependent ones, e.g. no TSO without checksum
-//! offload).
+//! The features, MTU and GSO limits come from the kernel through an [`AfPacketControl`]
+//! (rtnetlink and the ethtool ioctl, [`crate::netdev`]), made in the interface's namespace when
+//! the port opens and shared by every queue. It is the port's [`Port::control`]: the switch
+//! changes features through it on its control thread (`ETHTOOL_SFEATURES`, then a re-read: the
+//! kernel may change dependent ones, e.g. no TSO without checksum offload) and hands the new
+//! state to each queue's port ([`Port::apply_state`]). [`Port::set_feature`] does both at once
+//! for a caller that owns the port.
 //!
 //! **Receive.** Up to [`RECV_BATCH`] frames per `recvmmsg`. Frames this host sends on the interface are not received
 //! (`PACKET_IGNORE_OUTGOING`, and `PACKET_OUTGOING` frames are skipped should the kernel lack
@@ -31,18 +35,20 @@ use crate::afpacket::{
     AfPacketConfig, PacketSocket, RecvFrame, SendQueue, PACKET_VNET_HDR_LEN, RECV_BATCH,
 };
 use crate::ifstats::{if_drops, IfStats};
-use crate::netns::run_command;
-use crate::port_tap::{encode_work, read_mtu};
+use crate::netdev::NetDev;
+use crate::port_tap::encode_work;
 use sluice_datapath::buf::{BufPool, PacketBuf};
-use sluice_datapath::port::{rx_meta, Port, PortDrops, PortError, RecvResult};
+pub use sluice_datapath::port::EthtoolFeature;
+use sluice_datapath::port::{
+    rx_meta, Port, PortControl, PortDrops, PortError, PortState, RecvResult,
+};
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
 use sluice_packet::virtio::HdrFormat;
 use sluice_wire::ParseConfig;
 use std::cell::{Cell, RefCell};
-use std::fs::File;
-use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::{Arc, Mutex};
 
 /// `PACKET_IGNORE_OUTGOING` (Linux 4.20+).
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
@@ -107,17 +113,6 @@ enum Fanout {
     Join(u16),
 }
 
-/// One `ethtool -k` line: a feature Sluice knows, whether it is on and whether it is fixed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EthtoolFeature {
-    /// The feature.
-    pub feature: Feature,
-    /// `on`.
-    pub on: bool,
-    /// `[fixed]`: cannot be changed.
-    pub fixed: bool,
-}
-
 /// `ethtool -k` shows these features under their legacy long names only.
 const ETHTOOL_ALIASES: [(&str, Feature); 5] = [
     ("rx-checksumming", Feature::RxCsum),
@@ -127,8 +122,9 @@ const ETHTOOL_ALIASES: [(&str, Feature); 5] = [
     ("tx-vlan-offload", Feature::VlanCtagInsert),
 ];
 
-/// Parses `ethtool -k` output (`name: on|off [fixed]` lines); names Sluice does not know are
-/// skipped, the legacy long names of `rx-checksum`, `rx-gro`, `rx-lro`, `rx-vlan-hw-parse` and
+/// Parses `ethtool -k` output (`name: on|off [fixed]` lines), for comparing with what the
+/// kernel reports through [`AfPacketControl`] (the port itself never runs `ethtool`); names
+/// Sluice does not know are skipped, the legacy long names of `rx-checksum`, `rx-gro`, `rx-lro`, `rx-vlan-hw-parse` and
 /// `tx-vlan-hw-insert` are understood.
 pub fn parse_ethtool_features(text: &str) -> Vec<EthtoolFeature> {
     text.lines()
@@ -218,8 +214,8 @@ pub struct AfPacketPort {
     /// The `PACKET_FANOUT` group the socket is in (several queues).
     fanout: Option<u16>,
     ifname: String,
-    /// The network namespace the port was opened in (for `ethtool`).
-    netns: File,
+    /// The interface's kernel side, shared by every queue.
+    control: Arc<AfPacketControl>,
     ethtool: Vec<EthtoolFeature>,
     device: Device,
     parse: ParseConfig,
@@ -238,10 +234,12 @@ pub struct AfPacketPort {
 impl AfPacketPort {
     /// Binds to `ifname` in the calling thread's network namespace (see
     /// [`crate::Netns::enter`]) with `PACKET_VNET_HDR`, `PACKET_AUXDATA`, optionally promiscuous,
-    /// non-blocking, and reads its features (`ethtool -k`), MTU and GSO limits (`ip -d link`).
-    /// Later `ethtool` calls run in the same namespace, from any thread.
+    /// non-blocking, and reads its features, MTU and GSO limits from the kernel
+    /// ([`AfPacketControl`], whose sockets stay in this namespace: later calls work from any
+    /// thread).
     pub fn open(ifname: &str, cfg: &AfPacketPortConfig) -> Result<AfPacketPort, PortError> {
-        Self::open_in_group(ifname, cfg, Fanout::None)
+        let (control, state) = AfPacketControl::open_and_read(ifname)?;
+        Self::open_in_group(ifname, cfg, Fanout::None, control, &state)
     }
 
     /// Opens `queues` ports on `ifname` (0 is taken as 1), one socket each, for one datapath
@@ -250,9 +248,9 @@ impl AfPacketPort {
     /// received frame to one of them by its flow hash, so the frames of a flow all arrive on one
     /// port, in order. Sending works on every port.
     ///
-    /// Each port reads the interface's features itself; [`Port::set_feature`] changes the
-    /// interface (shared by all) and the calling port's view: call it on every queue's port, or
-    /// [`AfPacketPort::reread`] on the others.
+    /// The ports share one [`AfPacketControl`] and start from one read of the interface;
+    /// [`Port::set_feature`] changes the interface (shared by all) and the calling port's view:
+    /// hand the others the new state ([`Port::apply_state`]) or call [`AfPacketPort::reread`].
     pub fn open_queues(
         ifname: &str,
         cfg: &AfPacketPortConfig,
@@ -261,14 +259,16 @@ impl AfPacketPort {
         if queues <= 1 {
             return Ok(vec![Self::open(ifname, cfg)?]);
         }
-        let first = Self::open_in_group(ifname, cfg, Fanout::Create)?;
+        let (control, state) = AfPacketControl::open_and_read(ifname)?;
+        let first = Self::open_in_group(ifname, cfg, Fanout::Create, control.clone(), &state)?;
         let id = first.fanout.unwrap_or_default();
         let mut ports = Vec::with_capacity(queues);
         ports.push(first);
         for _ in 1..queues {
             // The interface's drop counters are read by the first queue's port only: the
             // datapath sums the ports of every thread.
-            let mut q = Self::open_in_group(ifname, cfg, Fanout::Join(id))?;
+            let mut q =
+                Self::open_in_group(ifname, cfg, Fanout::Join(id), control.clone(), &state)?;
             q.ifstats = None;
             ports.push(q);
         }
@@ -285,9 +285,9 @@ impl AfPacketPort {
         ifname: &str,
         cfg: &AfPacketPortConfig,
         fanout: Fanout,
+        control: Arc<AfPacketControl>,
+        state: &PortState,
     ) -> Result<AfPacketPort, PortError> {
-        let netns = File::open("/proc/thread-self/ns/net")
-            .map_err(|e| PortError::io("open /proc/thread-self/ns/net", e))?;
         let scfg = AfPacketConfig {
             vnet_hdr: true,
             auxdata: true,
@@ -318,15 +318,13 @@ impl AfPacketPort {
         }
         .transpose()
         .map_err(|e| PortError::io(format!("PACKET_FANOUT on {ifname}"), e))?;
-        let mtu = read_mtu(Some(sock.as_raw_fd()), ifname)
-            .map_err(|e| PortError::io(format!("SIOCGIFMTU {ifname}"), e))?;
-        let mut port = AfPacketPort {
+        Ok(AfPacketPort {
             sock,
             fanout,
             ifname: ifname.to_string(),
-            netns,
-            ethtool: Vec::new(),
-            device: Device::new(Features::NONE).with_mtu(mtu),
+            control,
+            ethtool: state.features.clone(),
+            device: state.device,
             parse: cfg.parse,
             drops: PortDrops::default(),
             kernel_drops: Cell::new(0),
@@ -334,9 +332,7 @@ impl AfPacketPort {
             batch: Vec::with_capacity(RECV_BATCH),
             frames: Vec::with_capacity(RECV_BATCH),
             txq: SendQueue::new(),
-        };
-        port.reread()?;
-        Ok(port)
+        })
     }
 
     /// The interface name.
@@ -344,7 +340,8 @@ impl AfPacketPort {
         &self.ifname
     }
 
-    /// The interface's features as `ethtool -k` reported them last (those Sluice knows).
+    /// The interface's features as the kernel reported them last (those Sluice knows, as
+    /// `ethtool -k` shows them).
     pub fn ethtool_features(&self) -> &[EthtoolFeature] {
         &self.ethtool
     }
@@ -355,61 +352,98 @@ impl AfPacketPort {
     }
 
     /// Re-reads the interface's features, MTU and GSO limits (after someone changed them with
-    /// `ethtool -K` or `ip link set`).
+    /// `ethtool -K` or `ip link set`). A kernel call: not for a datapath thread (the switch
+    /// reads through [`Port::control`] and hands the result over).
     pub fn reread(&mut self) -> Result<(), PortError> {
-        let name = self.ifname.clone();
-        let text = self
-            .run(&["ethtool", "-k", &name])
-            .map_err(|e| PortError::io(format!("ethtool -k {name}"), e))?;
-        let link = self
-            .run(&["ip", "-d", "link", "show", "dev", &name])
-            .map_err(|e| PortError::io(format!("ip -d link show {name}"), e))?;
-        let mtu = read_mtu(Some(self.sock.as_raw_fd()), &name)
-            .map_err(|e| PortError::io(format!("SIOCGIFMTU {name}"), e))?;
-        let size = link_value(&link, "gso_max_size").unwrap_or(65536);
-        let segs = link_value(&link, "gso_max_segs").unwrap_or(65535);
-        self.ethtool = parse_ethtool_features(&text);
-        self.device = afpacket_device(&self.ethtool, mtu, size, segs);
+        let state = self.control.read()?;
+        self.take(&state);
         Ok(())
     }
 
-    /// Runs a command in the port's network namespace.
-    fn run(&self, args: &[&str]) -> io::Result<String> {
-        let Some((program, rest)) = args.split_first() else {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command"));
-        };
-        let fd = self.netns.as_raw_fd();
-        std::thread::scope(|scope| {
-            let joined = scope.spawn(move || {
-                // SAFETY: `fd` is the open namespace file held by `self` for the whole call;
-                // setns only changes this fresh, scoped thread's network namespace.
-                let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
-                if rc != 0 {
-                    let e = io::Error::last_os_error();
-                    return Err(io::Error::new(e.kind(), format!("setns: {e}")));
-                }
-                run_command(program, rest)
-            });
-            joined
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("command thread panicked")))
-        })
-    }
-
-    fn state(&self, feature: Feature) -> Option<EthtoolFeature> {
-        self.ethtool.iter().copied().find(|e| e.feature == feature)
+    fn take(&mut self, state: &PortState) {
+        self.ethtool.clone_from(&state.features);
+        self.device = state.device;
     }
 }
 
-/// The number after `key` in `ip -d link` output.
-fn link_value(text: &str, key: &str) -> Option<u32> {
-    let mut words = text.split_whitespace();
-    while let Some(w) = words.next() {
-        if w == key {
-            return words.next()?.parse().ok();
+/// The kernel side of an `AF_PACKET` port's interface: reads and changes its features, MTU
+/// and GSO limits with rtnetlink and the ethtool ioctl ([`NetDev`], sockets opened in the
+/// interface's namespace). Shared by every queue of the port; the switch calls it on its
+/// control thread ([`Port::control`]).
+#[derive(Debug)]
+pub struct AfPacketControl {
+    dev: Mutex<NetDev>,
+}
+
+impl AfPacketControl {
+    /// Opens the control side of `ifname` in the calling thread's network namespace.
+    pub fn open(ifname: &str) -> Result<AfPacketControl, PortError> {
+        let dev = NetDev::open(ifname)
+            .map_err(|e| PortError::io(format!("kernel state of {ifname}"), e))?;
+        Ok(AfPacketControl {
+            dev: Mutex::new(dev),
+        })
+    }
+
+    fn open_and_read(ifname: &str) -> Result<(Arc<AfPacketControl>, PortState), PortError> {
+        let control = Arc::new(Self::open(ifname)?);
+        let state = control.read()?;
+        Ok((control, state))
+    }
+
+    fn dev(&self) -> std::sync::MutexGuard<'_, NetDev> {
+        // Every call leaves the sockets usable: a panic elsewhere does not matter.
+        self.dev.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl PortControl for AfPacketControl {
+    fn read(&self) -> Result<PortState, PortError> {
+        let mut dev = self.dev();
+        let name = dev.ifname().to_string();
+        let link = dev
+            .link()
+            .map_err(|e| PortError::io(format!("link state of {name}"), e))?;
+        let features = dev
+            .features()
+            .map_err(|e| PortError::io(format!("features of {name}"), e))?;
+        let device = afpacket_device(&features, link.mtu, link.gso_max_size, link.gso_max_segs);
+        Ok(PortState { features, device })
+    }
+
+    fn set_feature(&self, feature: Feature, on: bool) -> Result<PortState, PortError> {
+        let err = |reason: String| PortError::Feature { feature, reason };
+        let before = self.read()?;
+        let name = self.dev().ifname().to_string();
+        let Some(cur) = before.features.iter().find(|e| e.feature == feature) else {
+            return Err(err(format!("{name} does not report it")));
+        };
+        if cur.on == on {
+            return Ok(before);
+        }
+        if cur.fixed {
+            return Err(err(format!(
+                "fixed {} on {name} (the kernel does not let it change)",
+                if cur.on { "on" } else { "off" }
+            )));
+        }
+        if on && TX_FEATURES.has(feature) && !AFPACKET_TX_MASK.has(feature) {
+            return Err(err(
+                "an AF_PACKET socket cannot ask the kernel for it (virtio_net_hdr)".into(),
+            ));
+        }
+        self.dev()
+            .set_feature(feature, on)
+            .map_err(|e| err(e.to_string()))?;
+        let after = self.read()?;
+        match after.features.iter().find(|e| e.feature == feature) {
+            Some(now) if now.on == on => Ok(after),
+            _ => Err(err(format!(
+                "the kernel kept it {} on {name} (a feature it depends on is off?)",
+                if on { "off" } else { "on" }
+            ))),
         }
     }
-    None
 }
 
 impl Port for AfPacketPort {
@@ -423,32 +457,18 @@ impl Port for AfPacketPort {
     }
 
     fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
-        let err = |reason: String| PortError::Feature { feature, reason };
-        let Some(cur) = self.state(feature) else {
-            return Err(err(format!("{} does not report it", self.ifname)));
-        };
-        if cur.on == on {
-            return Ok(());
-        }
-        if cur.fixed {
-            return Err(err(format!("fixed on {}", self.ifname)));
-        }
-        if on && TX_FEATURES.has(feature) && !AFPACKET_TX_MASK.has(feature) {
-            return Err(err(
-                "an AF_PACKET socket cannot ask the kernel for it (virtio_net_hdr)".into(),
-            ));
-        }
-        let name = self.ifname.clone();
-        let value = if on { "on" } else { "off" };
-        self.run(&["ethtool", "-K", &name, feature.name(), value])
-            .map_err(|e| err(e.to_string()))?;
-        self.reread()?;
-        match self.state(feature) {
-            Some(now) if now.on == on => Ok(()),
-            _ => Err(err(format!(
-                "ethtool -K {name} {feature} {value} did not take"
-            ))),
-        }
+        let state = self.control.set_feature(feature, on)?;
+        self.take(&state);
+        Ok(())
+    }
+
+    fn control(&self) -> Option<Arc<dyn PortControl>> {
+        Some(self.control.clone())
+    }
+
+    fn apply_state(&mut self, state: &PortState) -> Result<(), PortError> {
+        self.take(state);
+        Ok(())
     }
 
     fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
@@ -674,14 +694,5 @@ rx-udp-gro-forwarding: off
         let d = afpacket_device(&f, 9000, 65536, 65535);
         assert_eq!(d.features, Features::NONE);
         assert_eq!(d.mtu, 9000);
-    }
-
-    #[test]
-    fn link_values() {
-        let s = "2: v0@if3: <BROADCAST> mtu 1500 qdisc noqueue\n    link/ether 02:00:00:00:00:01 \
-                 promiscuity 0 gso_max_size 65536 gso_max_segs 65535 tso_max_size 524280";
-        assert_eq!(link_value(s, "gso_max_size"), Some(65536));
-        assert_eq!(link_value(s, "gso_max_segs"), Some(65535));
-        assert_eq!(link_value(s, "gro_max_size"), None);
     }
 }

@@ -20,6 +20,11 @@
 //! SCTP CRC32c (a `NEEDS_CSUM` request is a ones'-complement fill), tunnel GSO (needs the
 //! 24-byte header), UFO. The kernel refuses TSO/USO bits without `CSUM` and ECN without TSO, so
 //! turning checksum offload off turns every segmentation feature off too.
+//!
+//! `TUNSETOFFLOAD` takes the kernel's RTNL lock, so it is made by the port's [`TapControl`]
+//! (a duplicate of the first queue's descriptor, shared by every queue): the switch calls it on
+//! its control thread ([`Port::control`]) and hands the new [`PortState`] to each queue
+//! ([`Port::apply_state`]).
 
 use crate::ifstats::{if_drops, IfStats};
 use crate::tap::{
@@ -27,7 +32,9 @@ use crate::tap::{
     TUN_F_USO6,
 };
 use sluice_datapath::buf::{BufPool, PacketBuf};
-use sluice_datapath::port::{rx_meta, Port, PortDrops, PortError, RecvResult};
+use sluice_datapath::port::{
+    rx_meta, EthtoolFeature, Port, PortControl, PortDrops, PortError, PortState, RecvResult,
+};
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
 use sluice_packet::virtio::{self, HdrFormat, VirtioNetHdr};
@@ -36,6 +43,7 @@ use sluice_wire::ParseConfig;
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The `TUN_F_*` offloads a [`TapPort`] negotiates.
 pub const TAP_OFFLOADS: u32 =
@@ -98,6 +106,8 @@ impl Default for TapPortConfig {
 #[derive(Debug)]
 pub struct TapPort {
     tap: Tap,
+    /// The interface's offloads, changed off the datapath; shared by every queue.
+    control: Arc<TapControl>,
     /// `TUN_F_*` bits the kernel accepted when probed at open.
     supported: u32,
     device: Device,
@@ -143,8 +153,17 @@ impl TapPort {
         }
         let mtu = read_mtu(None, tap.name()).unwrap_or(1500);
         let device = tap_device(tap.offloads(), mtu);
+        let control = Arc::new(TapControl {
+            tap: Mutex::new((
+                tap.try_clone()
+                    .map_err(|e| PortError::io(ctx("dup of the queue descriptor"), e))?,
+                mtu,
+            )),
+            supported,
+        });
         Ok(TapPort {
             tap,
+            control,
             supported,
             device,
             parse: cfg.parse,
@@ -165,8 +184,9 @@ impl TapPort {
     /// frame was processed), else the hash over the number of queues. So the frames of one flow
     /// all arrive on one queue, and a thread that writes a flow into its own queue receives the
     /// flow's answers there too. Offloads (`TUNSETOFFLOAD`) belong to the interface, not the queue:
-    /// [`Port::set_feature`] changes them for every queue but only the calling port's [`Device`]
-    /// follows, so call it on every queue's port.
+    /// the ports share the first one's [`TapControl`]; [`Port::set_feature`] changes them for
+    /// every queue but only the calling port's [`Device`] follows: hand the others the new state
+    /// ([`Port::apply_state`]) or call it on every queue's port.
     pub fn open_queues(
         name: &str,
         cfg: &TapPortConfig,
@@ -180,6 +200,7 @@ impl TapPort {
             ..*cfg
         };
         let first = TapPort::open(name, &cfg)?;
+        let first_control = Arc::clone(&first.control);
         let actual = first.ifname().to_string();
         let mut ports = Vec::with_capacity(queues);
         ports.push(first);
@@ -188,6 +209,7 @@ impl TapPort {
             // datapath sums the ports of every thread.
             let mut q = TapPort::open(&actual, &cfg)?;
             q.ifstats = None;
+            q.control = Arc::clone(&first_control);
             ports.push(q);
         }
         Ok(ports)
@@ -205,6 +227,7 @@ impl TapPort {
         })?;
         Ok(TapPort {
             tap,
+            control: Arc::clone(&self.control),
             supported: self.supported,
             device: self.device,
             parse: self.parse,
@@ -220,7 +243,7 @@ impl TapPort {
 
     /// The `TUN_F_*` offloads in use.
     pub fn offloads(&self) -> u32 {
-        self.tap.offloads()
+        self.control.lock().0.offloads()
     }
 
     /// The `TUN_F_*` offloads this kernel accepted when probed at open (what can be turned on).
@@ -231,6 +254,7 @@ impl TapPort {
     /// Tells the port the interface's MTU changed (`ip link set NAME mtu N`): the device's MTU.
     pub fn set_mtu(&mut self, mtu: u32) {
         self.device.mtu = mtu;
+        self.control.lock().1 = mtu;
     }
 
     /// The underlying [`Tap`].
@@ -459,6 +483,98 @@ pub(crate) fn read_mtu(sock: Option<RawFd>, ifname: &str) -> io::Result<u32> {
     u32::try_from(mtu).map_err(|_| io::Error::other("negative MTU"))
 }
 
+/// The offloads side of a [`TapPort`]: `TUNSETOFFLOAD` through a duplicate of the first
+/// queue's descriptor (offloads belong to the interface), shared by every queue, called by the
+/// switch on its control thread ([`Port::control`]).
+#[derive(Debug)]
+pub struct TapControl {
+    /// The duplicate (its `offloads()` are the interface's) and the MTU.
+    tap: Mutex<(Tap, u32)>,
+    /// `TUN_F_*` bits the kernel accepted when probed at open.
+    supported: u32,
+}
+
+/// The features a TAP's state lists: what its offloads can give.
+const TAP_FEATURES: [Feature; 7] = [
+    Feature::TxCsumGeneric,
+    Feature::TxSg,
+    Feature::TxFraglist,
+    Feature::Tso,
+    Feature::Tso6,
+    Feature::TsoEcn,
+    Feature::Uso,
+];
+
+impl TapControl {
+    fn lock(&self) -> MutexGuard<'_, (Tap, u32)> {
+        // Every call leaves the descriptor usable: a panic elsewhere does not matter.
+        self.tap.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn changeable(&self) -> Features {
+        TAP_FEATURES
+            .into_iter()
+            .filter(|&f| tun_bits_of(f).is_some_and(|b| self.supported & b == b))
+            .fold(Features::NONE, |acc, f| acc | Features::of(f))
+    }
+
+    fn state(&self, tun_f: u32, mtu: u32) -> PortState {
+        let device = tap_device(tun_f, mtu);
+        let changeable = self.changeable();
+        PortState {
+            features: TAP_FEATURES
+                .into_iter()
+                .map(|feature| EthtoolFeature {
+                    feature,
+                    on: device.features.has(feature),
+                    fixed: !changeable.has(feature),
+                })
+                .collect(),
+            device,
+        }
+    }
+}
+
+impl PortControl for TapControl {
+    fn read(&self) -> Result<PortState, PortError> {
+        let g = self.lock();
+        Ok(self.state(g.0.offloads(), g.1))
+    }
+
+    fn set_feature(&self, feature: Feature, on: bool) -> Result<PortState, PortError> {
+        let mut g = self.lock();
+        let (tap, mtu) = &mut *g;
+        let old = tap.offloads();
+        if tap_device(old, *mtu).features.has(feature) == on {
+            return Ok(self.state(old, *mtu));
+        }
+        let err = |reason: String| PortError::Feature { feature, reason };
+        if !self.changeable().has(feature) {
+            return Err(err(format!(
+                "fixed on TAP {} (the kernel accepts only these TAP offloads: {})",
+                tap.name(),
+                tun_f_names(self.supported)
+            )));
+        }
+        let new = tun_bits_with(old, feature, on).map_err(err)?;
+        let accepted = tap.set_offloads(new).map_err(|e| {
+            PortError::io(
+                format!("TUNSETOFFLOAD {} on {}", tun_f_names(new), tap.name()),
+                e,
+            )
+        })?;
+        if accepted != new {
+            let _ = tap.set_offloads(old);
+            return Err(err(format!(
+                "the kernel accepted TAP offloads {} of {}",
+                tun_f_names(accepted),
+                tun_f_names(new)
+            )));
+        }
+        Ok(self.state(accepted, *mtu))
+    }
+}
+
 impl Port for TapPort {
     sluice_datapath::port_identity!("tap", |s| s.tap.name());
 
@@ -476,34 +592,17 @@ impl Port for TapPort {
     }
 
     fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
-        if self.device.features.has(feature) == on {
-            return Ok(());
-        }
-        let err = |reason: String| PortError::Feature { feature, reason };
-        if !self.changeable().has(feature) {
-            return Err(err(format!(
-                "fixed on TAP {} (the kernel accepts only these TAP offloads: {})",
-                self.tap.name(),
-                tun_f_names(self.supported)
-            )));
-        }
-        let old = self.tap.offloads();
-        let new = tun_bits_with(old, feature, on).map_err(err)?;
-        let accepted = self.tap.set_offloads(new).map_err(|e| {
-            PortError::io(
-                format!("TUNSETOFFLOAD {} on {}", tun_f_names(new), self.tap.name()),
-                e,
-            )
-        })?;
-        if accepted != new {
-            let _ = self.tap.set_offloads(old);
-            return Err(err(format!(
-                "the kernel accepted TAP offloads {} of {}",
-                tun_f_names(accepted),
-                tun_f_names(new)
-            )));
-        }
-        self.device = tap_device(accepted, self.device.mtu);
+        let state = self.control.set_feature(feature, on)?;
+        self.device = state.device;
+        Ok(())
+    }
+
+    fn control(&self) -> Option<Arc<dyn PortControl>> {
+        Some(self.control.clone())
+    }
+
+    fn apply_state(&mut self, state: &PortState) -> Result<(), PortError> {
+        self.device = state.device;
         Ok(())
     }
 

@@ -386,7 +386,7 @@ fn afpacket_port_on_veth_receives_metadata_and_sends_udp_gso() {
     assert!(!dev.features.has(Feature::VlanCtagInsert) && !dev.features.has(Feature::UdpTnl));
     assert!(port.changeable().has(Feature::RxGro));
 
-    // set_feature goes through ethtool, from this (root-namespace) thread, and is re-read.
+    // set_feature goes through the ethtool ioctl, from this (root-namespace) thread, and is re-read.
     port.set_feature(Feature::Tso, false).unwrap();
     assert!(!port.device().features.has(Feature::Tso));
     port.set_feature(Feature::Tso, true).unwrap();
@@ -541,6 +541,35 @@ fn tap_port_multi_queue_and_no_offloads() {
     let mut pool = BufPool::new(4096, 4);
     let mut bufs = Vec::new();
     assert_eq!(q0.recv(&mut pool, &mut bufs, 8).unwrap(), 0);
+
+    // The control side (as the switch uses it, from another thread): TSO on through it, the
+    // state handed to both queues; a fixed feature refused with the TAP's name.
+    let control = q0.control().expect("a TAP has a control side");
+    let state = std::thread::spawn(move || control.set_feature(Feature::Tso, true))
+        .join()
+        .unwrap()
+        .unwrap();
+    assert!(state.device.features.has(Feature::Tso));
+    assert!(state
+        .features
+        .iter()
+        .any(|e| e.feature == Feature::TxSg && e.on && e.fixed));
+    let mut q1 = q1;
+    for q in [&mut q0, &mut q1] {
+        q.apply_state(&state).unwrap();
+        assert_eq!(q.device(), state.device);
+    }
+    assert_eq!(q0.offloads(), TUN_F_CSUM | TUN_F_TSO4);
+    let err = q0
+        .control()
+        .unwrap()
+        .set_feature(Feature::VlanCtagInsert, true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("fixed on TAP") && err.contains(q0.ifname()),
+        "{err}"
+    );
 }
 
 #[test]

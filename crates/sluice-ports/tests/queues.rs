@@ -7,6 +7,7 @@
 
 use sluice_datapath::buf::{BufPool, PacketBuf};
 use sluice_datapath::port::Port;
+use sluice_offload::features::Feature;
 use sluice_offload::tx::DeviceWork;
 use sluice_ports::netns::unique_suffix;
 use sluice_ports::poll::wait_readable;
@@ -144,6 +145,13 @@ fn two_queue_tap_spreads_flows_and_keeps_each_on_one_queue() {
     send_flows(&ns);
     let per_flow = collect(&mut queues);
     assert_spread_and_pinned(&per_flow, 2);
+    // One control side for the interface: a change through the first queue's shows on the
+    // second's (offloads belong to the interface).
+    let control = queues[0].control().expect("control");
+    let state = control.set_feature(Feature::Tso, false).unwrap();
+    queues[1].apply_state(&state).unwrap();
+    assert!(!queues[1].device().features.has(Feature::Tso));
+    assert_eq!(queues[1].offloads() & sluice_ports::tap::TUN_F_TSO4, 0);
 }
 
 #[test]

@@ -159,6 +159,10 @@ pub enum Request {
         /// Changes, applied in name order.
         set: BTreeMap<String, bool>,
     },
+    /// The flow table's quotas and their use.
+    QuotaShow {},
+    /// Change quotas (those given; at least what is in use), recorded in the store.
+    QuotaSet(crate::switch::QuotaChange),
     /// Per-port counters.
     Stats {},
     /// Coverage counters (nonzero ones, or all).
@@ -226,6 +230,10 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
                 .set_features(&port, &changes)
                 .map_err(|e| e.to_string())?;
             Value::Null
+        }
+        Request::QuotaShow {} => to_value(switch.quotas())?,
+        Request::QuotaSet(change) => {
+            to_value(switch.set_quotas(&change).map_err(|e| e.to_string())?)?
         }
         Request::Stats {} => to_value(switch.stats().map_err(|e| e.to_string())?)?,
         Request::Coverage { all, rates: true } => {

@@ -32,6 +32,8 @@ pub struct StoreReport {
     pub ports_down: usize,
     /// Rules restored.
     pub rules: usize,
+    /// Quotas restored (set at run time with `quota set`; they win over the configuration).
+    pub quotas: usize,
     /// The store had never recorded anything (a first start): the daemon seeds it from its
     /// configuration.
     pub fresh: bool,
@@ -172,7 +174,7 @@ impl DpPort for AbsentPort {
 
 impl Control {
     /// Commits `changes` if the switch has a store.
-    fn commit(&mut self, changes: &[Change]) -> Result<(), SwitchError> {
+    pub(super) fn commit(&mut self, changes: &[Change]) -> Result<(), SwitchError> {
         match &mut self.store {
             None => Ok(()),
             Some(d) => {
@@ -481,6 +483,22 @@ impl Switch {
                 .next_rule_handle
                 .max(state.next_rule_handle.saturating_sub(1));
         }
+        {
+            // Quotas set at run time win over the configuration; before the rules, which
+            // were inserted under them.
+            let mut ctl = self.control();
+            for (name, value) in &state.quotas {
+                let value = usize::try_from(*value).unwrap_or(usize::MAX);
+                if ctl.apply_quota(name, value) {
+                    report.quotas += 1;
+                } else {
+                    report.warnings.push(format!(
+                        "{}: unknown quota {name:?} ignored",
+                        store.path().display()
+                    ));
+                }
+            }
+        }
         let threads = self.workers.threads();
         for port in state.ports.values() {
             let req = port_request(port).map_err(|e| {
@@ -557,12 +575,6 @@ impl Switch {
         }
         restore_chunk(&mut ctl, &mut batch, store.path())?;
         report.rules = state.rules.len();
-        if !state.quotas.is_empty() {
-            report.warnings.push(format!(
-                "{}: stored quotas ignored (quotas come from the configuration and flags)",
-                store.path().display()
-            ));
-        }
         ctl.store = Some(Durable {
             store,
             last_commit: Instant::now(),

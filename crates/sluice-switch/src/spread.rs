@@ -107,7 +107,8 @@ pub(crate) fn spread(
 }
 
 /// The [`Port`] methods about the device that a wrapper answers from the port it wraps (the
-/// field named): name, kind, device, changeable features and feature changes.
+/// field named): name, kind, device, changeable features, feature changes and the control
+/// side.
 macro_rules! forward_device {
     ($inner:ident) => {
         fn name(&self) -> &str {
@@ -128,6 +129,17 @@ macro_rules! forward_device {
 
         fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError> {
             self.$inner.set_feature(feature, on)
+        }
+
+        fn control(&self) -> Option<std::sync::Arc<dyn sluice_datapath::port::PortControl>> {
+            self.$inner.control()
+        }
+
+        fn apply_state(
+            &mut self,
+            state: &sluice_datapath::port::PortState,
+        ) -> Result<(), PortError> {
+            self.$inner.apply_state(state)
         }
     };
 }

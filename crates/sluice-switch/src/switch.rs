@@ -20,6 +20,9 @@ mod text_batch;
 
 pub use text_batch::{is_rule_line, text_lines, LineError, TextBatchReply};
 
+mod quota;
+pub use quota::{QuotaChange, QuotaInfo};
+
 mod types;
 use types::state_name;
 pub use types::{
@@ -29,6 +32,7 @@ pub use types::{
 use crate::workers::{open_queues, ThreadJob, ThreadStats, Workers};
 use serde::{Deserialize, Serialize};
 use sluice_coverage::counter;
+use sluice_datapath::port::PortControl;
 use sluice_datapath::{Datapath, DatapathConfig, PortOptions, PortStats, RuleCount, RuleCounters};
 use sluice_flow::{
     parse_rule, Action, BatchMode, Field, FlowTable, Handle, Mask, PortNames, Rule, RuleError,
@@ -893,6 +897,12 @@ impl Switch {
                 list.push((f, *on, alias));
             }
         }
+        // A port with a control side (AF_PACKET: netlink and the ethtool ioctl; TAP:
+        // TUNSETOFFLOAD) is changed in the kernel here, on the control thread; the datapath
+        // threads only take the result.
+        if let Some(control) = self.call(move |dp| dp.port_control(number))? {
+            return self.apply_with_control(number, port, control.as_ref(), &list);
+        }
         let port = port.to_string();
         // On every thread's queue of the port; the first failure is reported.
         let out = self
@@ -924,6 +934,62 @@ impl Switch {
                 Ok(())
             })?;
         out.into_iter().collect()
+    }
+
+    /// [`Switch::apply_features`] for a port with a control side: every kernel call is made
+    /// here (on the calling, control thread), in order until the first failure; then every
+    /// datapath thread takes the resulting state (and the software GRO changes) in one job.
+    fn apply_with_control(
+        &self,
+        number: u32,
+        port: &str,
+        control: &dyn PortControl,
+        list: &[(Feature, bool, bool)],
+    ) -> Result<(), SwitchError> {
+        let gro = gro_feature();
+        let mut state = control
+            .read()
+            .map_err(|e| SwitchError::Port(format!("{port}: {e}")))?;
+        let mut gro_changes = Vec::new();
+        let mut result = Ok(());
+        for &(f, on, alias) in list {
+            if Some(f) == gro {
+                gro_changes.push(on);
+                continue;
+            }
+            if state.device.features.has(f) == on {
+                continue;
+            }
+            let changeable = state.features.iter().any(|e| e.feature == f && !e.fixed);
+            if alias && !changeable {
+                continue;
+            }
+            match control.set_feature(f, on) {
+                Ok(now) => state = now,
+                Err(e) => {
+                    result = Err(SwitchError::Port(format!(
+                        "{port}: {} {}: {e}",
+                        f.name(),
+                        if on { "on" } else { "off" }
+                    )));
+                    break;
+                }
+            }
+        }
+        let name = port.to_string();
+        let out = self
+            .workers
+            .call_all(move |_, dp| -> Result<(), SwitchError> {
+                dp.apply_state(number, &state)
+                    .map_err(|e| SwitchError::Port(format!("{name}: {e}")))?;
+                for &on in &gro_changes {
+                    dp.set_gro(number, on)
+                        .map_err(|e| SwitchError::Port(format!("{name}: {e}")))?;
+                }
+                Ok(())
+            })?;
+        out.into_iter().collect::<Result<(), SwitchError>>()?;
+        result
     }
 
     /// Every port's counters, by number.

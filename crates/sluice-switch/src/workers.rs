@@ -58,10 +58,10 @@ use sluice_datapath::{Datapath, DatapathConfig, DatapathError, PortOptions};
 use sluice_flow::FlowTable;
 use sluice_ports::port_afpacket::{AfPacketPort, AfPacketPortConfig};
 use sluice_ports::port_tap::{TapPort, TapPortConfig};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 type Job = Box<dyn FnOnce(&mut Datapath) + Send>;
 
@@ -75,11 +75,35 @@ pub struct ThreadStats {
     pub rx_packets: u64,
     /// Frames the thread sent.
     pub tx_packets: u64,
+    /// Control jobs the thread ran between two polls (port changes, counters, feature changes).
+    pub jobs: u64,
+    /// Time those jobs held the thread from its packets, in nanoseconds, summed.
+    pub job_ns: u64,
+    /// The longest one, in nanoseconds.
+    pub job_max_ns: u64,
+}
+
+/// How long one thread's jobs kept it from its packets (see [`ThreadStats`]).
+#[derive(Debug, Default)]
+struct JobTimes {
+    jobs: AtomicU64,
+    ns: AtomicU64,
+    max_ns: AtomicU64,
+}
+
+impl JobTimes {
+    fn record(&self, took: Duration) {
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.jobs.fetch_add(1, Ordering::Relaxed);
+        self.ns.fetch_add(ns, Ordering::Relaxed);
+        self.max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
 }
 
 /// The datapath threads and their job channels. See the [module documentation](self).
 pub(crate) struct Workers {
     jobs: Vec<mpsc::Sender<Job>>,
+    job_times: Vec<Arc<JobTimes>>,
     handles: Mutex<Vec<JoinHandle<()>>>,
     stop: Arc<AtomicBool>,
     reply_timeout: Duration,
@@ -92,6 +116,7 @@ impl Workers {
         let n = cfg.threads.max(1);
         let mut w = Workers {
             jobs: Vec::with_capacity(n),
+            job_times: Vec::with_capacity(n),
             handles: Mutex::new(Vec::with_capacity(n)),
             stop: Arc::new(AtomicBool::new(false)),
             reply_timeout: Duration::from_secs(30) + cfg.poll_timeout,
@@ -104,6 +129,8 @@ impl Workers {
             let mut dp = Datapath::new(table.reader(), dcfg);
             let (tx, rx) = mpsc::channel::<Job>();
             let stop = Arc::clone(&w.stop);
+            let times = Arc::new(JobTimes::default());
+            let thread_times = Arc::clone(&times);
             let (timeout, spin) = (cfg.poll_timeout, cfg.busy_poll);
             // Thread names are cut at 15 bytes by the kernel.
             let name = if n == 1 {
@@ -114,9 +141,10 @@ impl Workers {
             // On failure `w` is dropped, which stops the threads already started.
             let h = std::thread::Builder::new()
                 .name(name)
-                .spawn(move || datapath_loop(&mut dp, &rx, &stop, timeout, spin))
+                .spawn(move || datapath_loop(&mut dp, &rx, &thread_times, &stop, timeout, spin))
                 .map_err(|e| SwitchError::Port(format!("cannot start datapath thread {i}: {e}")))?;
             w.jobs.push(tx);
+            w.job_times.push(times);
             w.handles
                 .get_mut()
                 .unwrap_or_else(|p| p.into_inner())
@@ -298,7 +326,7 @@ impl Workers {
 
     /// What each thread has carried, by thread.
     pub(crate) fn thread_stats(&self) -> Result<Vec<ThreadStats>, SwitchError> {
-        self.call_all(|_, dp| {
+        let mut out = self.call_all(|_, dp| {
             let numbers: Vec<u32> = dp.port_numbers().collect();
             let mut t = ThreadStats::default();
             for s in numbers.into_iter().filter_map(|n| dp.stats(n)) {
@@ -306,7 +334,13 @@ impl Workers {
                 t.tx_packets += s.tx_packets;
             }
             t
-        })
+        })?;
+        for (t, times) in out.iter_mut().zip(&self.job_times) {
+            t.jobs = times.jobs.load(Ordering::Relaxed);
+            t.job_ns = times.ns.load(Ordering::Relaxed);
+            t.job_max_ns = times.max_ns.load(Ordering::Relaxed);
+        }
+        Ok(out)
     }
 
     /// Stops every thread (each closes its queues) and waits for them.
@@ -438,6 +472,7 @@ fn open_tap(
 fn datapath_loop(
     dp: &mut Datapath,
     jobs: &mpsc::Receiver<Job>,
+    times: &JobTimes,
     stop: &AtomicBool,
     timeout: Duration,
     busy_poll: Duration,
@@ -449,7 +484,11 @@ fn datapath_loop(
         }
         loop {
             match jobs.try_recv() {
-                Ok(job) => job(dp),
+                Ok(job) => {
+                    let start = Instant::now();
+                    job(dp);
+                    times.record(start.elapsed());
+                }
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => return,
             }
@@ -470,7 +509,7 @@ fn spin_until_work(dp: &mut Datapath, busy_poll: Duration) -> bool {
     if busy_poll.is_zero() {
         return false;
     }
-    let start = std::time::Instant::now();
+    let start = Instant::now();
     while start.elapsed() < busy_poll {
         if dp.poll_once() > 0 {
             return true;

@@ -152,11 +152,12 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
             tracing::warn!("{w}");
         }
         tracing::info!(
-            "store {}: {} ports ({} down), {} rules restored",
+            "store {}: {} ports ({} down), {} rules, {} quotas restored",
             dir.display(),
             report.ports,
             report.ports_down,
-            report.rules
+            report.rules,
+            report.quotas
         );
         // The configuration's ports and rules seed a new store; afterwards the store wins.
         seed = report.fresh;
@@ -462,6 +463,70 @@ pub fn features_set(socket: &Path, port: &str, changes: &[String]) -> Result<()>
         },
     )?;
     println!("{port}: {}", changes.join(" "));
+    Ok(())
+}
+
+/// `sluice quota …`
+#[derive(clap::Subcommand, Debug)]
+pub enum QuotaCmd {
+    /// Show each quota and its use.
+    Show {
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change quotas: `rules=N`, `masks=N`, `rule_bytes=N` (any of them; all or none is
+    /// applied). Refused below what is in use. Kept in the store with `--db`.
+    Set {
+        /// `NAME=VALUE` pairs.
+        #[arg(required = true, value_name = "NAME=VALUE")]
+        changes: Vec<String>,
+    },
+}
+
+/// Runs `sluice quota …`.
+pub fn run_quota(socket: &Path, cmd: QuotaCmd) -> Result<()> {
+    let v = match cmd {
+        QuotaCmd::Show { json } => {
+            let v = request(socket, &Request::QuotaShow {})?;
+            if json {
+                println!("{v}");
+                return Ok(());
+            }
+            v
+        }
+        QuotaCmd::Set { changes } => {
+            let mut q = sluice_switch::QuotaChange::default();
+            for c in &changes {
+                let Some((name, val)) = c.split_once('=') else {
+                    bail!("{c:?}: expected NAME=VALUE (rules, masks or rule_bytes)");
+                };
+                let n: usize = val
+                    .parse()
+                    .with_context(|| format!("{c:?}: {val:?} is not a count"))?;
+                let slot = match name {
+                    "rules" => &mut q.rules,
+                    "masks" => &mut q.masks,
+                    "rule_bytes" => &mut q.rule_bytes,
+                    other => bail!("{c:?}: no quota {other:?} (rules, masks or rule_bytes)"),
+                };
+                *slot = Some(n);
+            }
+            request(socket, &Request::QuotaSet(q))?
+        }
+    };
+    println!("{:<12} {:>14} {:>14}", "quota", "limit", "used");
+    for (name, limit, used) in [
+        ("rules", "rules", "rules_used"),
+        ("masks", "masks", "masks_used"),
+        ("rule_bytes", "rule_bytes", "rule_bytes_used"),
+    ] {
+        println!(
+            "{name:<12} {:>14} {:>14}",
+            v[limit].as_u64().unwrap_or(0),
+            v[used].as_u64().unwrap_or(0)
+        );
+    }
     Ok(())
 }
 

@@ -45,6 +45,13 @@ enum Cmd {
     /// Ports of the running switch.
     #[command(subcommand)]
     Port(cmd_switch::PortCmd),
+    /// The flow table's quotas (rules, distinct masks, rule bytes) of the running switch.
+    ///
+    /// `quota set` changes them at run time (each at least what is in use); with a store
+    /// (`sluice run --db`) the new values are kept and win over the configuration and flags on
+    /// the next start.
+    #[command(subcommand)]
+    Quota(cmd_switch::QuotaCmd),
     /// Per-port counters of the running switch.
     Stats {
         /// JSON instead of a table.
@@ -135,6 +142,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Demo(args) => demo::run(args),
         Cmd::Run(args) => cmd_switch::run_daemon(&cli.socket, args),
         Cmd::Port(cmd) => cmd_switch::run_port(&cli.socket, cmd),
+        Cmd::Quota(cmd) => cmd_switch::run_quota(&cli.socket, cmd),
         Cmd::Stats { json } => cmd_switch::stats(&cli.socket, json),
         Cmd::Coverage { all, json } => cmd_switch::coverage(&cli.socket, all, json),
         Cmd::Bench(cmd) => cmd_flow::run_bench(cmd),

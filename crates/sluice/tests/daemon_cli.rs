@@ -52,8 +52,10 @@ struct Daemon {
 impl Daemon {
     fn start(config: &str) -> Daemon {
         let dir = std::env::temp_dir();
-        let sock = dir.join(format!("{}.sock", unique("sluice-cli-test-")));
-        let cfg = dir.join(format!("{}.json", unique("sluice-cli-test-")));
+        // Unique per daemon: the tests of this file run at once.
+        let tag = sluice_ports::netns::unique_suffix();
+        let sock = dir.join(format!("sluice-cli-test-{tag}.sock"));
+        let cfg = dir.join(format!("sluice-cli-test-{tag}.json"));
         std::fs::write(&cfg, config).expect("write config");
         let mut child = daemon_common::run_with_config(&mut sluice(), &sock, &cfg, [""; 0])
             .spawn()
@@ -218,4 +220,77 @@ fn bad_configuration_and_absent_daemon_are_clear_errors() {
         .expect("run");
     let cfg: serde_json::Value = serde_json::from_slice(&out.stdout).expect("default is JSON");
     assert_eq!(cfg["busy_poll_us"], 20);
+}
+
+/// `tx-tcp-segmentation: on|off` in `ethtool -k IFNAME` inside `ns` (the kernel's view).
+fn kernel_feature(ns: &sluice_ports::Netns, ifname: &str, name: &str) -> Option<(bool, bool)> {
+    let text = ns.run(&["ethtool", "-k", ifname]).expect("ethtool -k");
+    text.lines().find_map(|l| {
+        let (n, v) = l.trim().split_once(':')?;
+        (n == name).then(|| (v.trim().starts_with("on"), v.contains("[fixed]")))
+    })
+}
+
+#[test]
+fn features_set_on_an_afpacket_port_changes_the_device_in_the_kernel() {
+    sluice_testkit::root();
+    use sluice_ports::netns::unique_suffix;
+    let ns_a = sluice_ports::Netns::create("slfa").expect("netns");
+    let ns_b = sluice_ports::Netns::create("slfb").expect("netns");
+    let va = format!("va{}", unique_suffix());
+    let vb = format!("vb{}", unique_suffix());
+    let _pair = sluice_ports::VethPair::create(&ns_a, &va, &ns_b, &vb, 1500).expect("veth");
+    let d = Daemon::start(r#"{"batch": 32, "busy_poll_us": 0}"#);
+    let s = &d.sock;
+    ok(
+        s,
+        &[
+            "port",
+            "add",
+            &va,
+            "--kind",
+            "afpacket",
+            "--netns",
+            ns_a.name(),
+        ],
+    );
+    assert_eq!(
+        kernel_feature(&ns_a, &va, "tx-tcp-segmentation"),
+        Some((true, false))
+    );
+    let show = ok(s, &["features", "show", &va]);
+    assert!(show.contains("tx-tcp-segmentation: on\n"), "{show}");
+
+    // Off through the daemon: the device in the kernel has it off, the daemon shows it off.
+    ok(s, &["features", "set", &va, "tx-tcp-segmentation=off"]);
+    assert_eq!(
+        kernel_feature(&ns_a, &va, "tx-tcp-segmentation"),
+        Some((false, false))
+    );
+    let show = ok(s, &["features", "show", &va]);
+    assert!(show.contains("tx-tcp-segmentation: off\n"), "{show}");
+    // A short alias too (ethtool's `tso`), back on.
+    ok(s, &["features", "set", &va, "tso=on"]);
+    assert_eq!(
+        kernel_feature(&ns_a, &va, "tx-tcp-segmentation"),
+        Some((true, false))
+    );
+
+    // A feature the kernel keeps fixed: a clear error naming the port and the feature, and
+    // nothing changed.
+    assert_eq!(
+        kernel_feature(&ns_a, &va, "tx-checksum-ipv4"),
+        Some((false, true)),
+        "a veth has tx-checksum-ipv4 off [fixed]"
+    );
+    let err = fails(s, &["features", "set", &va, "tx-checksum-ipv4=on"]);
+    assert!(
+        err.contains(&va) && err.contains("tx-checksum-ipv4") && err.contains("fixed"),
+        "{err}"
+    );
+    assert_eq!(
+        kernel_feature(&ns_a, &va, "tx-checksum-ipv4"),
+        Some((false, true))
+    );
+    ok(s, &["port", "del", &va]);
 }

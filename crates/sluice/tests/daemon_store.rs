@@ -258,7 +258,9 @@ fn a_restart_restores_ports_features_rules_and_traffic() {
 
     let d = start(&s).expect("second start");
     assert!(
-        d.said.contains("2 ports (0 down), 1002 rules restored") && !d.said.contains("WARN"),
+        d.said
+            .contains("2 ports (0 down), 1002 rules, 0 quotas restored")
+            && !d.said.contains("WARN"),
         "{}",
         d.said
     );
@@ -564,4 +566,100 @@ fn e_text_batches_are_durable_too() {
     let d = start(&s).expect("restart after kill -9");
     assert_eq!(d.ok(json!({"cmd": "flow_dump"})), before);
     d.crash();
+}
+
+/// `sluice --socket SOCK quota ARGS…`: its stdout, or its stderr if it failed.
+fn quota_cli(d: &Daemon, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("--socket")
+        .arg(&d.sock)
+        .arg("quota")
+        .args(args)
+        .output()
+        .expect("run sluice quota");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn quotas_set_at_run_time_survive_restart_and_kill_9_and_never_go_below_use() {
+    sluice_testkit::root();
+    let s = Scratch::new();
+    let db = s.db();
+    let db = db.to_str().expect("utf-8");
+    let flags = ["--db", db, "--max-rules", "1000", "--max-masks", "100"];
+    let d = start_with(&s, &flags).expect("start");
+    d.add(&rules(1, 50));
+    let q = d.ok(json!({"cmd": "quota_show"}));
+    assert_eq!(
+        (q["rules"].as_u64(), q["rules_used"].as_u64()),
+        (Some(1000), Some(50)),
+        "{q}"
+    );
+    assert_eq!(q["masks"], 100, "{q}");
+
+    // Below what is in use, or zero: refused with the reason, nothing changed (not even the
+    // masks given in the same request).
+    let v = d.ask(&json!({"cmd": "quota_set", "rules": 49, "masks": 50}));
+    let err = v["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        err.contains("rules=49") && err.contains("below current usage") && err.contains("50"),
+        "{v}"
+    );
+    let err = quota_cli(&d, &["set", "masks=0"]).expect_err("masks=0 is refused");
+    assert!(
+        err.contains("masks=0") && err.contains("at least 1"),
+        "{err}"
+    );
+    let err = quota_cli(&d, &["set", "rulez=5"]).expect_err("unknown quota");
+    assert!(err.contains("rulez"), "{err}");
+    assert_eq!(d.ok(json!({"cmd": "quota_show"})), q, "nothing changed");
+
+    // Through the command line; then enforced: 10 more rules fit, the 11th does not.
+    let shown = quota_cli(&d, &["set", "rules=60", "masks=8"]).expect("quota set");
+    assert!(shown.contains("rules") && shown.contains("60"), "{shown}");
+    d.add(&rules(2, 10));
+    let v = d.ask(&json!({"cmd": "flow_add", "rules": rules(3, 1)}));
+    let refused = &v["result"][0]["error"];
+    assert!(refused.as_str().is_some_and(|e| e.contains("60")), "{v}");
+
+    // A clean restart with the same flags: the stored quotas win.
+    d.stop();
+    let d = start_with(&s, &flags).expect("restart");
+    let q = d.ok(json!({"cmd": "quota_show"}));
+    assert_eq!(
+        (
+            q["rules"].as_u64(),
+            q["rules_used"].as_u64(),
+            q["masks"].as_u64()
+        ),
+        (Some(60), Some(60), Some(8)),
+        "{q}"
+    );
+    let table = quota_cli(&d, &["show"]).expect("quota show");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["masks", "8", "1"]),
+        "{table}"
+    );
+
+    // kill -9 right after an acknowledged change loses nothing.
+    d.ok(json!({"cmd": "quota_set", "rules": 70, "rule_bytes": 1_000_000}));
+    d.crash();
+    let d = start_with(&s, &flags).expect("restart after kill -9");
+    let q = d.ok(json!({"cmd": "quota_show"}));
+    assert_eq!(
+        (
+            q["rules"].as_u64(),
+            q["rule_bytes"].as_u64(),
+            q["masks"].as_u64()
+        ),
+        (Some(70), Some(1_000_000), Some(8)),
+        "{q}"
+    );
+    d.stop();
 }

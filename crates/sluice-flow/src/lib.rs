@@ -24,7 +24,9 @@
 //! next batch, waits for readers of the old copy to leave and replays the batch on it. Readers
 //! never lock and see a batch whole or not at all; a batch costs O(rules in the batch), never a
 //! copy of the table; memory is two copies plus one operation log, reclaimed by reference counts.
-//! There is no `unsafe` code: `Arc::get_mut` is the proof that the standby copy is unshared.
+//! The concurrency needs no `unsafe` code: `Arc::get_mut` is the proof that the standby copy is
+//! unshared. The crate's one `unsafe` block is the lookups' prefetch hint (`_mm_prefetch`, which
+//! never faults and changes no value; see `classifier/bucket_table.rs`).
 //!
 //! Inserts are applied in batch order, sixteen at a time with their bucket reads started
 //! together (safe Rust has no prefetch instruction: the reads are ordinary loads folded into a

@@ -145,6 +145,39 @@ impl<const N: usize> BucketTable<N> {
         }
     }
 
+    /// Asks for the home bucket of hash `h` to be brought into cache (a burst lookup's first
+    /// pass, so the buckets of many keys are fetched at once).
+    #[inline(always)]
+    pub(super) fn prefetch_home(&self, h: u64) {
+        if let Some(b) = self.buckets.get(self.home(h)) {
+            prefetch(b);
+        }
+    }
+
+    /// The index of the first entry whose bucket has hash `h`'s tag, on the probe sequence from
+    /// its home (`u32::MAX` when an empty bucket comes first), with that entry asked into cache:
+    /// a burst lookup's second pass. The third ([`BucketTable::lookup`]) then finds both in cache.
+    #[inline(always)]
+    pub(super) fn prefetch_entry(&self, h: u64) -> u32 {
+        let mask = self.mask();
+        let tag = h >> 32;
+        let mut pos = self.home(h);
+        while let Some(&b) = self.buckets.get(pos) {
+            if b == 0 {
+                break;
+            }
+            if b >> 32 == tag {
+                let i = (b as u32).wrapping_sub(1);
+                if let Some(e) = self.entries.get(i as usize) {
+                    prefetch_all(e);
+                }
+                return i;
+            }
+            pos = (pos + 1) & mask;
+        }
+        u32::MAX
+    }
+
     /// Whether `total` entries fit (at most half the buckets in use).
     #[inline(always)]
     fn fits(&self, total: usize) -> bool {
@@ -475,4 +508,34 @@ impl<const N: usize> BucketTable<N> {
             + self.entries.capacity() * core::mem::size_of::<Entry<N>>()
             + self.free.capacity() * 4
     }
+}
+
+/// Asks the processor to bring the cache line holding `r` into its caches (no effect on other
+/// architectures). A hint: it never faults and changes no value.
+#[inline(always)]
+pub(super) fn prefetch<T>(r: &T) {
+    prefetch_ptr((r as *const T).cast::<u8>());
+}
+
+/// [`prefetch`] of every cache line `r` spans (its first and last byte: values up to 128 bytes).
+#[inline(always)]
+pub(super) fn prefetch_all<T>(r: &T) {
+    let p = (r as *const T).cast::<u8>();
+    prefetch_ptr(p);
+    prefetch_ptr(p.wrapping_add(core::mem::size_of::<T>().saturating_sub(1)));
+}
+
+/// The crate's one `unsafe` block: stable Rust has no safe prefetch, and a load in its place
+/// would hold up the processor until the line arrives, which is what the hint avoids.
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch_ptr(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 processor has; a prefetch is a hint
+    // that never faults, whatever the address, and reads or writes no value.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }

@@ -8,7 +8,7 @@ use hashbrown::HashTable;
 
 use super::bucket_table::{BucketTable, StoredRule, JOINED, NARROW, SMALL};
 use super::key_select::{avalanche, fold_mul, hash_words, KeySelector, K0, K1};
-use crate::key::{FlowKey, Mask, KEY_WORDS};
+use crate::key::{same_words, FlowKey, Mask, KEY_WORDS};
 
 /// A subtable's hash table, of the key width its mask needs.
 #[derive(Debug, Clone)]
@@ -350,24 +350,41 @@ impl Subtable {
         })
     }
 
-    /// The home bucket of hash `h` (read early so a later probe finds it in cache).
+    /// Asks for the home bucket of hash `h` (so a later probe finds it in cache).
     #[inline(always)]
-    pub(super) fn home_bucket(&self, h: u64) -> u64 {
-        with_table!(&self.table, t, N => t.buckets.get(t.home(h)).copied().unwrap_or(0))
+    pub(super) fn prefetch_home(&self, h: u64) {
+        with_table!(&self.table, t, N => t.prefetch_home(h))
     }
 
-    /// The best rule with padded key `kw`'s words, whose hash here is `h`.
+    /// Reads the buckets of hash `h` and asks for the entry they point to; the entry index, or
+    /// `u32::MAX` when none can match (see [`BucketTable::prefetch_entry`]).
     #[inline(always)]
-    pub(super) fn find_hashed(&self, kw: &[u64; 16], h: u64) -> Option<(u64, u32)> {
+    pub(super) fn prefetch_entry(&self, h: u64) -> u32 {
+        with_table!(&self.table, t, N => t.prefetch_entry(h))
+    }
+
+    /// The best rule with padded key `kw`'s words, whose hash here is `h` and whose first
+    /// candidate entry is `e` (from [`Subtable::prefetch_entry`]).
+    #[inline(always)]
+    pub(super) fn find_hashed(&self, kw: &[u64; 16], h: u64, e: u32) -> Option<(u64, u32)> {
+        if e == u32::MAX {
+            return None;
+        }
         with_table!(&self.table, t, N => {
             let g = self.sel.pack16::<N>(kw);
-            t.lookup(&g, h).map(|e| (e.rank, e.action))
+            let hit = match t.entries.get(e as usize) {
+                Some(x) if same_words(&x.key, &g) => Some(x),
+                _ => t.lookup(&g, h),
+            };
+            hit.map(|x| (x.rank, x.action))
         })
     }
 
     /// Probes this subtable for a burst of (padded) keys, updating each key's best rank and
-    /// action. Two passes: the first hashes every key, the second probes (independent probes of
-    /// different keys, whose cache misses overlap).
+    /// action. Three passes, so the cache misses of different keys overlap instead of following
+    /// one another: the first hashes every key and asks for its home bucket
+    /// ([`BucketTable::prefetch_home`]); the second reads the buckets and asks for the entries
+    /// they point to ([`BucketTable::prefetch_entry`]); the third compares keys, by then in cache.
     /// Only the keys whose bit is set in `which` (they passed the subtable's filter; `exact`:
     /// that was the whole stage check) are probed.
     #[inline(always)]
@@ -403,18 +420,29 @@ impl Subtable {
                 if let (Some(hx), Some(kx)) = (hs.get_mut(c), ks.get_mut(c)) {
                     *hx = h;
                     *kx = k as u8;
+                    t.prefetch_home(h);
                     c += 1;
                 }
             }
-            for (h, k) in hs.iter().zip(&ks).take(c) {
+            let mut es = [u32::MAX; BURST];
+            for (e, h) in es.iter_mut().zip(&hs).take(c) {
+                *e = t.prefetch_entry(*h);
+            }
+            for ((h, k), e) in hs.iter().zip(&ks).zip(&es).take(c) {
+                if *e == u32::MAX {
+                    continue;
+                }
                 let Some(kw) = keys.get(usize::from(*k)) else { continue };
                 // Re-gathering the words (from L1) is cheaper than keeping them.
                 let g = self.sel.pack16::<N>(kw);
-                if let Some(e) = t.lookup(&g, *h) {
-                    if let Some(b) = best.get_mut(usize::from(*k)) {
-                        if e.rank > b.0 {
-                            *b = (e.rank, e.action);
-                        }
+                let hit = match t.entries.get(*e as usize) {
+                    Some(x) if same_words(&x.key, &g) => Some(x),
+                    // A tag shared by another key (rare): the whole probe.
+                    _ => t.lookup(&g, *h),
+                };
+                if let (Some(x), Some(b)) = (hit, best.get_mut(usize::from(*k))) {
+                    if x.rank > b.0 {
+                        *b = (x.rank, x.action);
                     }
                 }
             }

@@ -25,8 +25,9 @@
 //! never lock and see a batch whole or not at all; a batch costs O(rules in the batch), never a
 //! copy of the table; memory is two copies plus one operation log, reclaimed by reference counts.
 //! The concurrency needs no `unsafe` code: `Arc::get_mut` is the proof that the standby copy is
-//! unshared. The crate's one `unsafe` block is the lookups' prefetch hint (`_mm_prefetch`, which
-//! never faults and changes no value; see `classifier/bucket_table.rs`).
+//! unshared. The crate's only `unsafe` blocks are hints that change no value: the lookups'
+//! prefetch (`_mm_prefetch`) and huge pages for the exact-match cache (`madvise`), in
+//! `classifier/hint.rs`.
 //!
 //! Inserts are applied in batch order, sixteen at a time with their bucket reads started
 //! together (safe Rust has no prefetch instruction: the reads are ordinary loads folded into a

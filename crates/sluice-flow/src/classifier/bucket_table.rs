@@ -11,6 +11,7 @@
 
 use hashbrown::HashMap;
 
+use super::hint::{prefetch, prefetch_all};
 use crate::key::same_words;
 
 /// A rule as a subtable stores it: priority, handle and action-list id (an entry holds its
@@ -508,34 +509,4 @@ impl<const N: usize> BucketTable<N> {
             + self.entries.capacity() * core::mem::size_of::<Entry<N>>()
             + self.free.capacity() * 4
     }
-}
-
-/// Asks the processor to bring the cache line holding `r` into its caches (no effect on other
-/// architectures). A hint: it never faults and changes no value.
-#[inline(always)]
-pub(super) fn prefetch<T>(r: &T) {
-    prefetch_ptr((r as *const T).cast::<u8>());
-}
-
-/// [`prefetch`] of every cache line `r` spans (its first and last byte: values up to 128 bytes).
-#[inline(always)]
-pub(super) fn prefetch_all<T>(r: &T) {
-    let p = (r as *const T).cast::<u8>();
-    prefetch_ptr(p);
-    prefetch_ptr(p.wrapping_add(core::mem::size_of::<T>().saturating_sub(1)));
-}
-
-/// The crate's one `unsafe` block: stable Rust has no safe prefetch, and a load in its place
-/// would hold up the processor until the line arrives, which is what the hint avoids.
-#[inline(always)]
-#[allow(unsafe_code)]
-fn prefetch_ptr(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 processor has; a prefetch is a hint
-    // that never faults, whatever the address, and reads or writes no value.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }

@@ -1,7 +1,7 @@
 //! The per-thread exact-match cache in front of the classifier ([`ExactCache`]).
 
-use super::bucket_table::{prefetch, prefetch_all};
 use super::copy::Classifier;
+use super::hint::{advise_huge_pages, prefetch, prefetch_all};
 use super::key_select::hash_words;
 use super::lookup::HitRef;
 use super::subtable::BURST;
@@ -45,10 +45,17 @@ impl ExactCache {
     /// as many entries as flows keeps the 4-way sets' conflict misses rare.
     pub fn new(entries: usize) -> Self {
         let sets = (entries / WAYS).max(1).next_power_of_two();
+        // Read at random: huge pages, asked for before the first write faults the pages in.
+        let mut entries = Vec::with_capacity(sets * WAYS);
+        advise_huge_pages(&entries);
+        entries.resize(sets * WAYS, CacheEntry::default());
+        let mut tags = Vec::with_capacity(sets);
+        advise_huge_pages(&tags);
+        tags.resize(sets, [0; WAYS]);
         ExactCache {
-            tags: vec![[0; WAYS]; sets],
+            tags,
             next: vec![0; sets],
-            entries: vec![CacheEntry::default(); sets * WAYS],
+            entries,
             set_mask: sets - 1,
             generation: u64::MAX,
             hits: 0,

@@ -4,7 +4,7 @@
 use super::bucket_table::{rank_handle, rank_prio};
 use super::copy::Classifier;
 use super::key_select::padded;
-use super::subtable::{Filter, BURST};
+use super::subtable::{BurstStage, Filter, Subtable, BURST};
 use crate::action::ActionList;
 use crate::key::FlowKey;
 
@@ -185,14 +185,51 @@ impl Classifier {
                 *w |= u32::from(f.passes(kw)) << k;
             }
         }
-        for (f, w) in self.filters.iter().zip(which) {
-            if w == 0 {
-                continue;
+        // A pipeline over the subtables that have keys to probe: at each step, hash and ask for
+        // the buckets of the next one, read the buckets and ask for the entries of the one
+        // ENTRY_LAG steps back, compare the keys of the one COMPARE_LAG steps back (the lags
+        // give each prefetch time to land).
+        let mut stages = [BurstStage::default(); RING];
+        let mut tables: [Option<&Subtable>; RING] = [None; RING];
+        let mut todo = self
+            .filters
+            .iter()
+            .zip(which)
+            .filter(|(_, w)| *w != 0)
+            .filter_map(|(f, w)| Some((self.subtables.get(f.id as usize)?.as_ref()?, w, f.exact)));
+        let mut i = 0usize;
+        loop {
+            let next = todo.next();
+            if next.is_none() && tables.iter().all(Option::is_none) {
+                break;
             }
-            let Some(Some(st)) = self.subtables.get(f.id as usize) else {
-                continue;
-            };
-            st.probe_burst(kws, w, f.exact, best);
+            let back = |lag: usize| (i + RING - lag) % RING;
+            let slot = back(COMPARE_LAG);
+            if let (Some(Some(st)), Some(stage)) = (tables.get(slot), stages.get(slot)) {
+                st.burst_compare(kws, stage, best);
+            }
+            if let Some(t) = tables.get_mut(slot) {
+                *t = None;
+            }
+            let slot = back(ENTRY_LAG);
+            if let (Some(Some(st)), Some(stage)) = (tables.get(slot), stages.get_mut(slot)) {
+                st.burst_entries(stage);
+            }
+            let slot = i % RING;
+            if let (Some((st, w, exact)), Some(stage), Some(t)) =
+                (next, stages.get_mut(slot), tables.get_mut(slot))
+            {
+                st.burst_hash(kws, w, exact, best, stage);
+                *t = Some(st);
+            }
+            i += 1;
         }
     }
 }
+
+/// Steps between a subtable's hashing and its entries' prefetch in [`Classifier::best_burst`].
+const ENTRY_LAG: usize = 1;
+/// Steps between a subtable's hashing and its comparisons.
+const COMPARE_LAG: usize = 2;
+/// Subtables in flight.
+const RING: usize = COMPARE_LAG + 1;

@@ -45,6 +45,27 @@ macro_rules! with_table {
 /// Keys a burst lookup handles per pass.
 pub(super) const BURST: usize = 32;
 
+/// One subtable's part of a burst probe between its stages: the keys to probe (`ks`), their
+/// hashes and their first candidate entries.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BurstStage {
+    hs: [u64; BURST],
+    ks: [u8; BURST],
+    es: [u32; BURST],
+    n: usize,
+}
+
+impl Default for BurstStage {
+    fn default() -> Self {
+        BurstStage {
+            hs: [0; BURST],
+            ks: [0; BURST],
+            es: [u32::MAX; BURST],
+            n: 0,
+        }
+    }
+}
+
 /// Stage filters with at most this many partial hashes are checked by a linear scan.
 const FEW: usize = 4;
 
@@ -380,26 +401,25 @@ impl Subtable {
         })
     }
 
-    /// Probes this subtable for a burst of (padded) keys, updating each key's best rank and
-    /// action. Three passes, so the cache misses of different keys overlap instead of following
-    /// one another: the first hashes every key and asks for its home bucket
-    /// ([`BucketTable::prefetch_home`]); the second reads the buckets and asks for the entries
-    /// they point to ([`BucketTable::prefetch_entry`]); the third compares keys, by then in cache.
-    /// Only the keys whose bit is set in `which` (they passed the subtable's filter; `exact`:
-    /// that was the whole stage check) are probed.
+    /// Stage one of a burst probe: hashes every key of `which` (they passed the subtable's
+    /// filter; `exact`: that was the whole stage check) that the stage check keeps and whose best
+    /// so far is not above this subtable's maximum, and asks for its home bucket
+    /// ([`BucketTable::prefetch_home`]). Stage two ([`Subtable::burst_entries`]) reads the buckets
+    /// and asks for the entries, stage three ([`Subtable::burst_compare`]) compares keys: run on
+    /// successive subtables at once ([`Classifier::best_burst`](super::Classifier)), the cache
+    /// misses of one stage are on their way while the others run.
     #[inline(always)]
-    pub(super) fn probe_burst(
+    pub(super) fn burst_hash(
         &self,
         keys: &[[u64; 16]],
         mut which: u32,
         exact: bool,
-        best: &mut [(u64, u32)],
+        best: &[(u64, u32)],
+        st: &mut BurstStage,
     ) {
         let max = u64::from(self.max_prio());
+        st.n = 0;
         with_table!(&self.table, t, N => {
-            let mut hs = [0u64; BURST];
-            let mut ks = [0u8; BURST];
-            let mut c = 0usize;
             while which != 0 {
                 let k = which.trailing_zeros() as usize;
                 which &= which - 1;
@@ -417,18 +437,37 @@ impl Subtable {
                     self.staged::<N>(kw)
                 };
                 let Some((_, h)) = found else { continue };
-                if let (Some(hx), Some(kx)) = (hs.get_mut(c), ks.get_mut(c)) {
+                if let (Some(hx), Some(kx)) = (st.hs.get_mut(st.n), st.ks.get_mut(st.n)) {
                     *hx = h;
                     *kx = k as u8;
                     t.prefetch_home(h);
-                    c += 1;
+                    st.n += 1;
                 }
             }
-            let mut es = [u32::MAX; BURST];
-            for (e, h) in es.iter_mut().zip(&hs).take(c) {
+        })
+    }
+
+    /// Stage two of a burst probe (see [`Subtable::burst_hash`]).
+    #[inline(always)]
+    pub(super) fn burst_entries(&self, st: &mut BurstStage) {
+        with_table!(&self.table, t, N => {
+            for (e, h) in st.es.iter_mut().zip(&st.hs).take(st.n) {
                 *e = t.prefetch_entry(*h);
             }
-            for ((h, k), e) in hs.iter().zip(&ks).zip(&es).take(c) {
+        })
+    }
+
+    /// Stage three of a burst probe (see [`Subtable::burst_hash`]): updates each key's best
+    /// rank and action.
+    #[inline(always)]
+    pub(super) fn burst_compare(
+        &self,
+        keys: &[[u64; 16]],
+        st: &BurstStage,
+        best: &mut [(u64, u32)],
+    ) {
+        with_table!(&self.table, t, N => {
+            for ((h, k), e) in st.hs.iter().zip(&st.ks).zip(&st.es).take(st.n) {
                 if *e == u32::MAX {
                     continue;
                 }

@@ -247,7 +247,7 @@ fn a_mod_file_replaces_actions_in_place_and_reports_each_bad_line() {
             text.push_str("prio 5 eth_type ipv4 dst_ip 10.200.0.0/24 action output:2\n");
         } else if line == 9 {
             text.push_str("prio 5 dst_ip 10.0.0.0/8 action bogus\n");
-        } else if line % 2 == 0 && line > 3 {
+        } else if line.is_multiple_of(2) && line > 3 {
             text.push_str(&rule(line).replace("output:1", "output:2"));
             text.push('\n');
         } else {
@@ -286,7 +286,7 @@ fn a_mod_file_replaces_actions_in_place_and_reports_each_bad_line() {
             .unwrap();
         assert_eq!(
             ha_rest.contains("output:2"),
-            port % 2 == 0 && port >= 4,
+            port.is_multiple_of(2) && port >= 4,
             "{b}\n{a}"
         );
         assert_eq!(

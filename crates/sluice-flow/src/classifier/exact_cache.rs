@@ -152,7 +152,8 @@ impl Classifier {
                 }
             }
             let mut res = [(0u64, 0u32); BURST];
-            let mut missed = [FlowKey::default(); BURST];
+            let Some(first) = chunk.first() else { break };
+            let mut missed = [first; BURST];
             let mut which = [0u8; BURST];
             let mut m = 0usize;
             for (i, (k, &(tag, set))) in chunk.iter().zip(&places).enumerate() {
@@ -164,7 +165,7 @@ impl Classifier {
                     }
                     None => {
                         if let (Some(x), Some(w)) = (missed.get_mut(m), which.get_mut(m)) {
-                            *x = *k;
+                            *x = k;
                             *w = i as u8;
                             m += 1;
                         }
@@ -186,7 +187,7 @@ impl Classifier {
                         set,
                         tag,
                         CacheEntry {
-                            key: *k,
+                            key: **k,
                             rank: b.0,
                             action: b.1,
                         },

@@ -161,22 +161,25 @@ impl Classifier {
         for chunk in keys.chunks(BURST) {
             let mut best = [(0u64, 0u32); BURST];
             let best = best.get_mut(..chunk.len()).unwrap_or(&mut []);
-            self.best_burst(chunk, best);
+            let Some(first) = chunk.first() else { break };
+            let refs: [&FlowKey; BURST] = core::array::from_fn(|k| chunk.get(k).unwrap_or(first));
+            self.best_burst(refs.get(..chunk.len()).unwrap_or(&[]), best);
             out.extend(best.iter().map(|&(r, a)| self.hit(r, a)));
         }
     }
 
     /// `best[i]` = key `i`'s `(rank, action)` as [`Classifier::best`] gives it, for a burst of at
-    /// most [`BURST`] keys (`best` as long as `keys`, zeroed). Subtable by subtable
-    /// ([`Subtable::probe_burst`](super::subtable::Subtable::probe_burst)).
-    pub(super) fn best_burst(&self, keys: &[FlowKey], best: &mut [(u64, u32)]) {
+    /// most [`BURST`] keys (`best` as long as `keys`, zeroed), subtable by subtable in a
+    /// pipeline (see [`Subtable::burst_hash`]).
+    pub(super) fn best_burst(&self, keys: &[&FlowKey], best: &mut [(u64, u32)]) {
         if self.filters.len() > FILTER_CHUNK || keys.len() > BURST {
             for (b, k) in best.iter_mut().zip(keys) {
                 *b = self.best(k);
             }
             return;
         }
-        let kws: [[u64; 16]; BURST] = core::array::from_fn(|k| keys.get(k).map_or([0; 16], padded));
+        let kws: [[u64; 16]; BURST] =
+            core::array::from_fn(|k| keys.get(k).map_or([0; 16], |k| padded(k)));
         let kws = kws.get(..keys.len()).unwrap_or(&[]);
         // Keys passing each subtable's filter, as bits.
         let mut which = [0u32; FILTER_CHUNK];

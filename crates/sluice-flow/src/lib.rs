@@ -24,7 +24,10 @@
 //! next batch, waits for readers of the old copy to leave and replays the batch on it. Readers
 //! never lock and see a batch whole or not at all; a batch costs O(rules in the batch), never a
 //! copy of the table; memory is two copies plus one operation log, reclaimed by reference counts.
-//! There is no `unsafe` code: `Arc::get_mut` is the proof that the standby copy is unshared.
+//! The concurrency needs no `unsafe` code: `Arc::get_mut` is the proof that the standby copy is
+//! unshared. The crate's only `unsafe` blocks are hints that change no value: the lookups'
+//! prefetch (`_mm_prefetch`) and huge pages for the exact-match cache (`madvise`), in
+//! `classifier/hint.rs`.
 //!
 //! Inserts are applied in batch order, sixteen at a time with their bucket reads started
 //! together (safe Rust has no prefetch instruction: the reads are ordinary loads folded into a

@@ -121,6 +121,9 @@ proptest! {
         let mut model = Model::default();
         // One cache for the whole run: every publish must invalidate it.
         let mut cache = sluice_flow::ExactCache::new(8);
+        // The burst path's caches: a small one (evictions inside a burst) and one that holds
+        // every key (answers from the cache); both kept across publishes too.
+        let mut burst_caches = [sluice_flow::ExactCache::new(8), sluice_flow::ExactCache::new(256)];
         for step in steps {
             match step {
                 Step::Insert(rules, aon) => {
@@ -238,6 +241,17 @@ proptest! {
                 let got = got.map(|h| (h.handle, h.priority, h.actions.clone()));
                 prop_assert_eq!(got, model.lookup(p), "burst, packet {:?}", p);
             }
+            // The cached burst, twice per cache: the second pass answered from the cache.
+            for c in burst_caches.iter_mut() {
+                for _ in 0..2 {
+                    snap.lookup_batch_cached(c, &keys, &mut out);
+                    prop_assert_eq!(out.len(), keys.len());
+                    for (p, got) in keys.iter().zip(&out) {
+                        let got = got.map(|h| (h.handle, h.priority, h.actions.clone()));
+                        prop_assert_eq!(got, model.lookup(p), "cached burst, packet {:?}", p);
+                    }
+                }
+            }
             for (h, r) in &model.rules {
                 let got = t.rule(*h);
                 prop_assert_eq!(got.as_ref(), Some(r));
@@ -291,4 +305,83 @@ fn big_batch_in_hash_order_keeps_batch_order_semantics() {
     assert_eq!(t.len(), before);
     let snap = t.reader().snapshot();
     assert_eq!(snap.len(), before);
+}
+
+/// The benchmark's workload at a size where subtables hold thousands of entries (long probe
+/// runs, tags shared by other keys, buckets moved by deletes): the burst, cached and cached-burst
+/// paths give the plain lookup's answer for every packet, after inserts, after deleting a third of
+/// the rules, and after inserting them again (new handles).
+#[test]
+fn burst_and_cached_paths_agree_with_plain_lookup_at_scale() {
+    use sluice_flow::bench::{bench_rule, packet_for, SplitMix};
+    let n = 40_000;
+    let rules: Vec<Rule> = (0..n).map(|i| bench_rule(i, 16)).collect();
+    let mut t = FlowTable::new(TableConfig::default());
+    let handles: Vec<Handle> = t
+        .insert_batch(rules.clone(), BatchMode::AllOrNothing)
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let mut rng = SplitMix::new(7);
+    // Packets of rules (some of them deleted later) and packets of nothing.
+    let mut packets: Vec<FlowKey> = (0..3000)
+        .map(|_| packet_for(&rules[(rng.next() as usize) % n], &mut rng))
+        .collect();
+    packets.extend((0..300).map(|_| {
+        let mut w = [0u64; sluice_flow::key::KEY_WORDS];
+        for x in w.iter_mut() {
+            *x = rng.next();
+        }
+        FlowKey::from_words(w)
+    }));
+    let mut small = sluice_flow::ExactCache::new(64);
+    let mut big = sluice_flow::ExactCache::new(8192);
+    let mut check = |t: &FlowTable, what: &str| {
+        let snap = t.reader().snapshot();
+        let want: Vec<_> = packets
+            .iter()
+            .map(|p| snap.lookup(p).map(|h| (h.handle, h.priority)))
+            .collect();
+        assert!(want.iter().any(|w| w.is_some()), "{what}: nothing matches");
+        let mut out = Vec::new();
+        snap.lookup_batch(&packets, &mut out);
+        let got: Vec<_> = out
+            .iter()
+            .map(|h| h.map(|h| (h.handle, h.priority)))
+            .collect();
+        assert_eq!(got, want, "{what}: burst");
+        for c in [&mut small, &mut big] {
+            for pass in 0..2 {
+                snap.lookup_batch_cached(c, &packets, &mut out);
+                let got: Vec<_> = out
+                    .iter()
+                    .map(|h| h.map(|h| (h.handle, h.priority)))
+                    .collect();
+                assert_eq!(got, want, "{what}: cached burst, pass {pass}");
+                let got: Vec<_> = packets
+                    .iter()
+                    .map(|p| snap.lookup_cached(c, p).map(|h| (h.handle, h.priority)))
+                    .collect();
+                assert_eq!(got, want, "{what}: cached, pass {pass}");
+            }
+        }
+        assert!(big.hits > 0, "{what}: the big cache answered nothing");
+    };
+    check(&t, "inserted");
+    let gone: Vec<RuleRef> = handles
+        .iter()
+        .step_by(3)
+        .map(|h| RuleRef::Handle(*h))
+        .collect();
+    assert!(t
+        .delete_batch(gone, BatchMode::AllOrNothing)
+        .iter()
+        .all(|r| r.is_ok()));
+    check(&t, "a third deleted");
+    let again: Vec<Rule> = rules.iter().step_by(3).cloned().collect();
+    assert!(t
+        .insert_batch(again, BatchMode::AllOrNothing)
+        .iter()
+        .all(|r| r.is_ok()));
+    check(&t, "inserted again");
 }

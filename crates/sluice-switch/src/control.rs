@@ -16,7 +16,7 @@
 
 mod rule_stream;
 
-pub use rule_stream::{chunk_rules, encode_text_request, RuleChunk, CHUNK_BYTES};
+pub use rule_stream::{chunk_rules, encode_text_request, RuleChunk, TextOp, CHUNK_BYTES};
 
 use crate::switch::{PortRequest, Switch};
 use serde::{Deserialize, Serialize};
@@ -141,6 +141,16 @@ pub enum Request {
         #[serde(default)]
         atomic: bool,
     },
+    /// Replace the actions of rules given as text, one rule per line as in `flow_add_text` (the
+    /// match and priority name an existing rule, the actions are its new ones), in place and in
+    /// one batch; a line whose match and priority no rule has fails alone.
+    FlowModText {
+        /// The rules, `\n`-separated.
+        text: String,
+        /// All or nothing.
+        #[serde(default)]
+        atomic: bool,
+    },
     /// Every rule.
     FlowDump {
         /// Each rule's packets, bytes and last use after its text.
@@ -212,6 +222,11 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
         Request::FlowAddText { text, atomic } => to_value(
             switch
                 .add_flows_text(&text, atomic)
+                .map_err(|e| e.to_string())?,
+        )?,
+        Request::FlowModText { text, atomic } => to_value(
+            switch
+                .mod_flows_text(&text, atomic)
                 .map_err(|e| e.to_string())?,
         )?,
         Request::FlowDelText { text, atomic } => to_value(

@@ -15,6 +15,7 @@
 
 use super::*;
 use sluice_datapath::{BufPool, PacketBuf, Port as DpPort, PortError};
+use sluice_flow::ActionList;
 use sluice_offload::features::{Device, Features};
 use sluice_offload::tx::DeviceWork;
 use sluice_store::{Change, Port as StoredPort, RuleRef as StoredRule, Store, StoreError};
@@ -235,6 +236,54 @@ impl Control {
         handles
             .filter_map(|h| Some((self.ext(h), self.table.rule(h)?)))
             .collect()
+    }
+
+    /// The current actions of these rules, to put back if a modification cannot be recorded
+    /// (empty without a store).
+    pub(super) fn save_actions(
+        &self,
+        handles: impl Iterator<Item = Handle>,
+    ) -> Vec<(Handle, ActionList)> {
+        if self.store.is_none() {
+            return Vec::new();
+        }
+        handles
+            .filter_map(|h| Some((h, self.table.rule(h)?.actions)))
+            .collect()
+    }
+
+    /// Records modified rules, given as (switch handle, the text of the rule line whose actions
+    /// they now have), as one commit of [`Change::RuleModify`] (the stored actions are that
+    /// text; a restore takes the actions from it); on failure puts the old actions back
+    /// (`saved`). `flow_mod_text` ends here.
+    pub(super) fn persist_modified<'t>(
+        &mut self,
+        modified: impl Iterator<Item = (u64, &'t str)>,
+        saved: Vec<(Handle, ActionList)>,
+    ) -> Result<(), SwitchError> {
+        if self.store.is_none() {
+            return Ok(());
+        }
+        let changes: Vec<Change> = modified
+            .map(|(handle, text)| Change::RuleModify {
+                handle,
+                actions: text.as_bytes().to_vec(),
+            })
+            .collect();
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let out = self.commit(&changes);
+        if out.is_err() {
+            let back = saved
+                .into_iter()
+                .map(|(h, a)| (RuleRef::Handle(h), a))
+                .collect();
+            // The rules were found under the lock just before: putting their actions back
+            // cannot fail.
+            let _ = self.table.modify_batch(back, BatchMode::BestEffort);
+        }
+        out
     }
 
     /// Inserts `rules` under their switch handles (a rollback or a restore). Returns the
@@ -560,14 +609,22 @@ impl Switch {
         let mut batch = Vec::with_capacity(RESTORE_CHUNK.min(state.rules.len()));
         for rule in state.rules.values() {
             let text = String::from_utf8_lossy(&rule.matches);
-            let parsed = parse_rule(&text, &ctl.names).map_err(|e| {
+            let bad = |text: &str, e: sluice_flow::ParseError| {
                 SwitchError::Store(format!(
                     "{}: rule with handle {} does not parse: {}",
                     store.path().display(),
                     rule.handle,
-                    e.render(&text)
+                    e.render(text)
                 ))
-            })?;
+            };
+            let mut parsed = parse_rule(&text, &ctl.names).map_err(|e| bad(&text, e))?;
+            if !rule.actions.is_empty() {
+                // A `flow mod` replaced the actions: they are those of the stored rule line.
+                let text = String::from_utf8_lossy(&rule.actions);
+                parsed.actions = parse_rule(&text, &ctl.names)
+                    .map_err(|e| bad(&text, e))?
+                    .actions;
+            }
             batch.push((rule.handle, parsed));
             if batch.len() == RESTORE_CHUNK {
                 restore_chunk(&mut ctl, &mut batch, store.path())?;

@@ -1,9 +1,10 @@
-//! `sluice flow add|del|dump` (against the daemon, or offline) and `sluice bench flows`.
+//! `sluice flow add|del|mod|dump` (against the daemon, or offline) and `sluice bench flows`.
 
 use crate::flow_cli::{bench_flows, load_batch_file, BenchOpts};
 use anyhow::{bail, Context, Result};
 use sluice_flow::table::{FlowTable, TableConfig};
 use sluice_flow::text::PortNames;
+use sluice_switch::control::TextOp;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -47,6 +48,20 @@ pub enum FlowCmd {
         /// Rules to delete, one per argument.
         specs: Vec<String>,
         /// A file of deletions, one per line.
+        #[arg(long, value_name = "FILE")]
+        batch: Option<PathBuf>,
+        /// All or nothing.
+        #[arg(long)]
+        atomic: bool,
+    },
+    /// Replace the actions of rules of the running switch in place: each rule given as `flow add`
+    /// takes it (`prio 10 in_port tap0 ... action output:tap1`); the rule with the same match
+    /// and priority keeps its handle and counters and gets the new actions. A rule that no rule
+    /// matches is reported with its line, like a rejected `flow add`.
+    Mod {
+        /// Rules, one per argument.
+        rules: Vec<String>,
+        /// A file of rules, one per line.
         #[arg(long, value_name = "FILE")]
         batch: Option<PathBuf>,
         /// All or nothing.
@@ -114,12 +129,35 @@ pub fn run_flow(socket: &std::path::Path, cmd: FlowCmd) -> Result<()> {
             atomic,
             offline: false,
             ..
-        } => crate::cmd_switch::flow_add_daemon(socket, &rules, batch.as_deref(), atomic, false),
+        } => crate::cmd_switch::flow_add_daemon(
+            socket,
+            &rules,
+            batch.as_deref(),
+            atomic,
+            TextOp::Add,
+        ),
         FlowCmd::Del {
             specs,
             batch,
             atomic,
-        } => crate::cmd_switch::flow_add_daemon(socket, &specs, batch.as_deref(), atomic, true),
+        } => crate::cmd_switch::flow_add_daemon(
+            socket,
+            &specs,
+            batch.as_deref(),
+            atomic,
+            TextOp::Del,
+        ),
+        FlowCmd::Mod {
+            rules,
+            batch,
+            atomic,
+        } => crate::cmd_switch::flow_add_daemon(
+            socket,
+            &rules,
+            batch.as_deref(),
+            atomic,
+            TextOp::Mod,
+        ),
         FlowCmd::Dump { no_stats } => crate::cmd_switch::flow_dump(socket, !no_stats),
         FlowCmd::Add {
             rules,

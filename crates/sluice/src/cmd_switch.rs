@@ -386,19 +386,19 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
 }
 
 /// Reads a rules file: (line number, rule) for every non-blank, non-comment line.
-/// `sluice flow add|del` against the daemon: rules from the arguments and/or a file, streamed
-/// in large requests with a progress line; per-line errors on stderr.
+/// `sluice flow add|del|mod` against the daemon: rules from the arguments and/or a file,
+/// streamed in large requests with a progress line; per-line errors on stderr.
 pub fn flow_add_daemon(
     socket: &Path,
     rules: &[String],
     batch: Option<&Path>,
     atomic: bool,
-    delete: bool,
+    op: sluice_switch::control::TextOp,
 ) -> Result<()> {
     if rules.is_empty() && batch.is_none() {
         bail!("no rules given (arguments or --batch FILE)");
     }
-    crate::flow_load::flow_batch_daemon(client(socket)?, rules, batch, atomic, delete)
+    crate::flow_load::flow_batch_daemon(client(socket)?, rules, batch, atomic, op)
 }
 
 /// `sluice flow dump` (`stats`: with each rule's counters).

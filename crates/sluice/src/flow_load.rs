@@ -6,7 +6,7 @@
 //! a parse error: the line with the offending token marked).
 
 use anyhow::{bail, Context, Result};
-use sluice_switch::control::Client;
+use sluice_switch::control::{Client, TextOp};
 use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
@@ -58,13 +58,13 @@ impl RuleText {
     }
 }
 
-/// `sluice flow add|del` against the daemon.
+/// `sluice flow add|del|mod` against the daemon.
 pub fn flow_batch_daemon(
     mut client: Client,
     rules: &[String],
     batch: Option<&Path>,
     atomic: bool,
-    delete: bool,
+    op: TextOp,
 ) -> Result<()> {
     let file = match batch {
         Some(p) => Some((
@@ -77,7 +77,7 @@ pub fn flow_batch_daemon(
     let tty = std::io::stderr().is_terminal();
     let start = Instant::now();
     let (mut total, mut ok, mut failed) = (0usize, 0usize, 0usize);
-    client.stream_rules(&text.text, delete, atomic, |chunk, rep| {
+    client.stream_rules(&text.text, op, atomic, |chunk, rep| {
         total += rep.rules;
         ok += rep.done;
         failed += rep.errors.len();
@@ -101,7 +101,7 @@ pub fn flow_batch_daemon(
     let secs = start.elapsed().as_secs_f64();
     println!(
         "{total} rules, {ok} {}, {failed} errors, {:.0} rules/s",
-        if delete { "deleted" } else { "inserted" },
+        op.done(),
         total as f64 / secs.max(1e-9)
     );
     if failed > 0 {

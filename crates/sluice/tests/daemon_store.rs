@@ -544,10 +544,10 @@ fn a_port_whose_device_is_gone_at_restart_starts_down_and_comes_back() {
     d.stop();
 }
 
-/// The text batches the CLI loads files with (`flow_add_text`, `flow_del_text`) are durable
-/// before they are answered, as `flow_add` / `flow_del` are: after `kill -9`, the rules that
-/// went in are back under their handles, the bad line's rule is not, and a deleted one stays
-/// deleted.
+/// The text batches the CLI loads files with (`flow_add_text`, `flow_del_text`,
+/// `flow_mod_text`) are durable before they are answered, as `flow_add` / `flow_del` are: after
+/// `kill -9`, the rules that went in are back under their handles, the bad line's rule is not, a
+/// deleted one stays deleted, and a modified one has its new actions (twice modified: the last).
 #[test]
 fn e_text_batches_are_durable_too() {
     let s = Scratch::new();
@@ -559,7 +559,16 @@ fn e_text_batches_are_durable_too() {
     assert_eq!(r["errors"][0]["line"], 2, "{r}");
     let r = d.ok(json!({"cmd": "flow_del_text", "text": "prio 3 dst_ip 10.9.0.3\n"}));
     assert_eq!(r["done"], 1, "{r}");
+    for out in ["output:3", "output:5"] {
+        let text =
+            format!("prio 4 dst_ip 10.9.0.4 action {out}\nprio 5 dst_ip 10.9.0.5 action drop\n");
+        let r = d.ok(json!({"cmd": "flow_mod_text", "text": text}));
+        assert_eq!(r["done"], 1, "{r}");
+        assert_eq!(r["errors"][0]["line"], 2, "{r}");
+    }
     let before = d.ok(json!({"cmd": "flow_dump"}));
+    assert!(before.to_string().contains("output:5"), "{before}");
+    assert!(!before.to_string().contains("output:3"), "{before}");
     assert_eq!(before.as_array().map(Vec::len), Some(2), "{before}");
     d.crash();
 

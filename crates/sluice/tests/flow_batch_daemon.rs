@@ -223,3 +223,94 @@ fn big_file_line_numbers_span_requests_and_library_api_agrees() {
     assert_eq!(d.dump().len(), n - 3 - 60_000);
     let _ = std::fs::remove_file(&file);
 }
+
+/// `sluice flow mod --batch FILE` replaces actions in place: the rules named by match and
+/// priority keep their handles and places in the dump and get the new actions; a line whose
+/// match and priority no rule has, and a line that does not parse, are reported with their line
+/// numbers while the others are applied; the library's `Client::mod_rules` agrees.
+#[test]
+fn a_mod_file_replaces_actions_in_place_and_reports_each_bad_line() {
+    let d = Daemon::start("mod");
+    // Fewer than 256 lines: a rule's dst_port is its line number.
+    let n = 250;
+    let file = std::env::temp_dir().join(format!("sluice-flow-mod-{}.rules", std::process::id()));
+    std::fs::write(&file, rules_file(n, &[])).unwrap();
+    let out = run(&d.sock, &["flow", "add", "--batch", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let before = d.dump();
+    assert_eq!(before.len(), n - 2);
+
+    // Every even rule line gets output:2; line 7 names no rule; line 9 does not parse.
+    let mut text = String::new();
+    for line in 1..=n {
+        if line == 7 {
+            text.push_str("prio 5 eth_type ipv4 dst_ip 10.200.0.0/24 action output:2\n");
+        } else if line == 9 {
+            text.push_str("prio 5 dst_ip 10.0.0.0/8 action bogus\n");
+        } else if line.is_multiple_of(2) && line > 3 {
+            text.push_str(&rule(line).replace("output:1", "output:2"));
+            text.push('\n');
+        } else {
+            text.push_str("# unchanged\n");
+        }
+    }
+    std::fs::write(&file, &text).unwrap();
+    let out = run(&d.sock, &["flow", "mod", "--batch", file.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "bad lines must fail the command");
+    let even = (4..=n).step_by(2).count();
+    assert!(
+        stdout.contains(&format!("{} rules, {even} modified, 2 errors", even + 2)),
+        "{stdout}\n{stderr}"
+    );
+    let name = file.display().to_string();
+    assert!(
+        stderr.contains(&format!("{name}:7: no rule with this match and priority")),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("{name}:9: ")), "{stderr}");
+    assert!(stderr.contains("bogus"), "{stderr}");
+    let after = d.dump();
+    assert_eq!(after.len(), before.len());
+    for (b, a) in before.iter().zip(&after) {
+        // Same handle, same match and priority; the counters stay too.
+        let (hb, hb_rest) = b.split_once(": ").unwrap();
+        let (ha, ha_rest) = a.split_once(": ").unwrap();
+        assert_eq!(hb, ha);
+        let port: usize = hb_rest
+            .split("dst_port ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap();
+        assert_eq!(
+            ha_rest.contains("output:2"),
+            port.is_multiple_of(2) && port >= 4,
+            "{b}\n{a}"
+        );
+        assert_eq!(
+            ha_rest.replace("output:2", "output:1"),
+            hb_rest.replace("output:2", "output:1")
+        );
+    }
+
+    // The library: one result per rule line; the handle is the modified rule's.
+    let mut c = Client::connect(&d.sock).unwrap();
+    let res = c
+        .mod_rules(&format!("{}\n", rule(5).replace("output:1", "drop")))
+        .unwrap();
+    assert_eq!(res.len(), 1);
+    assert_eq!((res[0].index, res[0].error.as_deref()), (0, None));
+    let h = res[0].handle.expect("a handle");
+    let line = d
+        .dump()
+        .into_iter()
+        .find(|l| l.starts_with(&format!("handle {h}: ")))
+        .unwrap();
+    assert!(
+        line.contains("dst_port 5 ") && line.contains("drop"),
+        "{line}"
+    );
+    let _ = std::fs::remove_file(&file);
+}

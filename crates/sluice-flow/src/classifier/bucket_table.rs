@@ -11,6 +11,7 @@
 
 use hashbrown::HashMap;
 
+use super::hint::{prefetch, prefetch_all};
 use crate::key::same_words;
 
 /// A rule as a subtable stores it: priority, handle and action-list id (an entry holds its
@@ -143,6 +144,39 @@ impl<const N: usize> BucketTable<N> {
             }
             pos = (pos + 1) & mask;
         }
+    }
+
+    /// Asks for the home bucket of hash `h` to be brought into cache (a burst lookup's first
+    /// pass, so the buckets of many keys are fetched at once).
+    #[inline(always)]
+    pub(super) fn prefetch_home(&self, h: u64) {
+        if let Some(b) = self.buckets.get(self.home(h)) {
+            prefetch(b);
+        }
+    }
+
+    /// The index of the first entry whose bucket has hash `h`'s tag, on the probe sequence from
+    /// its home (`u32::MAX` when an empty bucket comes first), with that entry asked into cache:
+    /// a burst lookup's second pass. The third ([`BucketTable::lookup`]) then finds both in cache.
+    #[inline(always)]
+    pub(super) fn prefetch_entry(&self, h: u64) -> u32 {
+        let mask = self.mask();
+        let tag = h >> 32;
+        let mut pos = self.home(h);
+        while let Some(&b) = self.buckets.get(pos) {
+            if b == 0 {
+                break;
+            }
+            if b >> 32 == tag {
+                let i = (b as u32).wrapping_sub(1);
+                if let Some(e) = self.entries.get(i as usize) {
+                    prefetch_all(e);
+                }
+                return i;
+            }
+            pos = (pos + 1) & mask;
+        }
+        u32::MAX
     }
 
     /// Whether `total` entries fit (at most half the buckets in use).

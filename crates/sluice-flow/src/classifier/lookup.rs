@@ -4,7 +4,7 @@
 use super::bucket_table::{rank_handle, rank_prio};
 use super::copy::Classifier;
 use super::key_select::padded;
-use super::subtable::{Filter, BURST};
+use super::subtable::{BurstStage, Filter, Subtable, BURST};
 use crate::action::ActionList;
 use crate::key::FlowKey;
 
@@ -46,8 +46,8 @@ impl Classifier {
     ///
     /// Three steps per chunk of subtables (in lookup order): every subtable's [`Filter`] is
     /// evaluated without branches into a bit mask ([`Classifier::filter_bits`]); for the
-    /// subtables that passed, every key hash is computed and its home bucket read
-    /// ([`Classifier::hash_candidates`]: independent loads, so their cache misses overlap); then
+    /// subtables that passed, every key hash is computed, its home bucket and then its entry
+    /// asked into cache ([`Classifier::hash_candidates`]: their cache misses overlap); then
     /// they are probed in order ([`Classifier::probe_candidates`]), stopping once the best
     /// match's priority is above the next one's maximum.
     #[inline]
@@ -56,9 +56,10 @@ impl Classifier {
         let kw = padded(key);
         for chunk in self.filters.chunks(FILTER_CHUNK) {
             let mut hs = [0u64; FILTER_CHUNK];
+            let mut es = [u32::MAX; FILTER_CHUNK];
             let bits = Self::filter_bits(chunk, &kw);
-            let bits = self.hash_candidates(chunk, &kw, bits, &mut hs);
-            if self.probe_candidates(chunk, &kw, bits, &hs, &mut best) {
+            let bits = self.hash_candidates(chunk, &kw, bits, &mut hs, &mut es);
+            if self.probe_candidates(chunk, &kw, bits, (&hs, &es), &mut best) {
                 return best;
             }
         }
@@ -75,8 +76,10 @@ impl Classifier {
         bits
     }
 
-    /// For every candidate of `bits`, its key hash into `hs[j]` and its home bucket read
-    /// (folded into a sink); returns the candidates the subtables' stage checks kept.
+    /// For every candidate of `bits`, its key hash into `hs[j]`, its home bucket asked into
+    /// cache, then (a second pass, once those loads are on their way) its buckets read and its
+    /// entry asked into cache, the entry's index into `es[j]`; returns the candidates the
+    /// subtables' stage checks kept.
     #[inline(always)]
     fn hash_candidates(
         &self,
@@ -84,8 +87,8 @@ impl Classifier {
         kw: &[u64; 16],
         mut bits: u64,
         hs: &mut [u64; FILTER_CHUNK],
+        es: &mut [u32; FILTER_CHUNK],
     ) -> u64 {
-        let mut sink = 0u64;
         let mut b = bits;
         while b != 0 {
             let j = b.trailing_zeros() as usize;
@@ -99,12 +102,22 @@ impl Classifier {
             match st.hash_of(kw, f.exact) {
                 Some(h) => {
                     *hx = h;
-                    sink ^= st.home_bucket(h);
+                    st.prefetch_home(h);
                 }
                 None => bits &= !(1u64 << j),
             }
         }
-        core::hint::black_box(sink);
+        let mut b = bits;
+        while b != 0 {
+            let j = b.trailing_zeros() as usize;
+            b &= b - 1;
+            let (Some(f), Some(h), Some(ex)) = (chunk.get(j), hs.get(j), es.get_mut(j)) else {
+                break;
+            };
+            if let Some(Some(st)) = self.subtables.get(f.id as usize) {
+                *ex = st.prefetch_entry(*h);
+            }
+        }
         bits
     }
 
@@ -116,13 +129,13 @@ impl Classifier {
         chunk: &[Filter],
         kw: &[u64; 16],
         mut bits: u64,
-        hs: &[u64; FILTER_CHUNK],
+        (hs, es): (&[u64; FILTER_CHUNK], &[u32; FILTER_CHUNK]),
         best: &mut (u64, u32),
     ) -> bool {
         while bits != 0 {
             let j = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let (Some(f), Some(h)) = (chunk.get(j), hs.get(j)) else {
+            let (Some(f), Some(h), Some(e)) = (chunk.get(j), hs.get(j), es.get(j)) else {
                 break;
             };
             if best.0 >> 32 > u64::from(f.max_prio) {
@@ -131,7 +144,7 @@ impl Classifier {
             let Some(Some(st)) = self.subtables.get(f.id as usize) else {
                 continue;
             };
-            if let Some(hit) = st.find_hashed(kw, *h) {
+            if let Some(hit) = st.find_hashed(kw, *h, *e) {
                 if hit.0 > best.0 {
                     *best = hit;
                 }
@@ -145,36 +158,81 @@ impl Classifier {
     pub fn lookup_batch<'a>(&'a self, keys: &[FlowKey], out: &mut Vec<Option<HitRef<'a>>>) {
         out.clear();
         out.reserve(keys.len());
-        if self.filters.len() > FILTER_CHUNK {
-            out.extend(keys.iter().map(|k| {
-                let (r, a) = self.best(k);
-                self.hit(r, a)
-            }));
-            return;
-        }
         for chunk in keys.chunks(BURST) {
             let mut best = [(0u64, 0u32); BURST];
             let best = best.get_mut(..chunk.len()).unwrap_or(&mut []);
-            let kws: [[u64; 16]; BURST] =
-                core::array::from_fn(|k| chunk.get(k).map_or([0; 16], padded));
-            let kws = kws.get(..chunk.len()).unwrap_or(&[]);
-            // Keys passing each subtable's filter, as bits.
-            let mut which = [0u32; FILTER_CHUNK];
-            for (k, kw) in kws.iter().enumerate() {
-                for (w, f) in which.iter_mut().zip(&self.filters) {
-                    *w |= u32::from(f.passes(kw)) << k;
-                }
-            }
-            for (f, w) in self.filters.iter().zip(which) {
-                if w == 0 {
-                    continue;
-                }
-                let Some(Some(st)) = self.subtables.get(f.id as usize) else {
-                    continue;
-                };
-                st.probe_burst(kws, w, f.exact, best);
-            }
+            let Some(first) = chunk.first() else { break };
+            let refs: [&FlowKey; BURST] = core::array::from_fn(|k| chunk.get(k).unwrap_or(first));
+            self.best_burst(refs.get(..chunk.len()).unwrap_or(&[]), best);
             out.extend(best.iter().map(|&(r, a)| self.hit(r, a)));
         }
     }
+
+    /// `best[i]` = key `i`'s `(rank, action)` as [`Classifier::best`] gives it, for a burst of at
+    /// most [`BURST`] keys (`best` as long as `keys`, zeroed), subtable by subtable in a
+    /// pipeline (see [`Subtable::burst_hash`]).
+    pub(super) fn best_burst(&self, keys: &[&FlowKey], best: &mut [(u64, u32)]) {
+        if self.filters.len() > FILTER_CHUNK || keys.len() > BURST {
+            for (b, k) in best.iter_mut().zip(keys) {
+                *b = self.best(k);
+            }
+            return;
+        }
+        let kws: [[u64; 16]; BURST] =
+            core::array::from_fn(|k| keys.get(k).map_or([0; 16], |k| padded(k)));
+        let kws = kws.get(..keys.len()).unwrap_or(&[]);
+        // Keys passing each subtable's filter, as bits.
+        let mut which = [0u32; FILTER_CHUNK];
+        for (k, kw) in kws.iter().enumerate() {
+            for (w, f) in which.iter_mut().zip(&self.filters) {
+                *w |= u32::from(f.passes(kw)) << k;
+            }
+        }
+        // A pipeline over the subtables that have keys to probe: at each step, hash and ask for
+        // the buckets of the next one, read the buckets and ask for the entries of the one
+        // ENTRY_LAG steps back, compare the keys of the one COMPARE_LAG steps back (the lags
+        // give each prefetch time to land).
+        let mut stages = [BurstStage::default(); RING];
+        let mut tables: [Option<&Subtable>; RING] = [None; RING];
+        let mut todo = self
+            .filters
+            .iter()
+            .zip(which)
+            .filter(|(_, w)| *w != 0)
+            .filter_map(|(f, w)| Some((self.subtables.get(f.id as usize)?.as_ref()?, w, f.exact)));
+        let mut i = 0usize;
+        loop {
+            let next = todo.next();
+            if next.is_none() && tables.iter().all(Option::is_none) {
+                break;
+            }
+            let back = |lag: usize| (i + RING - lag) % RING;
+            let slot = back(COMPARE_LAG);
+            if let (Some(Some(st)), Some(stage)) = (tables.get(slot), stages.get(slot)) {
+                st.burst_compare(kws, stage, best);
+            }
+            if let Some(t) = tables.get_mut(slot) {
+                *t = None;
+            }
+            let slot = back(ENTRY_LAG);
+            if let (Some(Some(st)), Some(stage)) = (tables.get(slot), stages.get_mut(slot)) {
+                st.burst_entries(stage);
+            }
+            let slot = i % RING;
+            if let (Some((st, w, exact)), Some(stage), Some(t)) =
+                (next, stages.get_mut(slot), tables.get_mut(slot))
+            {
+                st.burst_hash(kws, w, exact, best, stage);
+                *t = Some(st);
+            }
+            i += 1;
+        }
+    }
 }
+
+/// Steps between a subtable's hashing and its entries' prefetch in [`Classifier::best_burst`].
+const ENTRY_LAG: usize = 1;
+/// Steps between a subtable's hashing and its comparisons.
+const COMPARE_LAG: usize = 2;
+/// Subtables in flight.
+const RING: usize = COMPARE_LAG + 1;

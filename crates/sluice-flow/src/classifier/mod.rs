@@ -40,6 +40,7 @@
 //! | a subtable: a table of its key width, its priorities, stage filter and lookup filter | `subtable.rs` |
 //! | one copy ([`Classifier`]): subtables, order, action lists, single-rule changes | `copy.rs` |
 //! | lookups, one key or a burst | `lookup.rs` |
+//! | prefetch and huge-page hints (the crate's `unsafe`) | `hint.rs` |
 //! | the exact-match cache | `exact_cache.rs` |
 //! | operations on a copy and the writer's records | `ops.rs` |
 //! | inserting and replaying on several threads | `parallel.rs` |
@@ -51,6 +52,7 @@
 mod bucket_table;
 mod copy;
 mod exact_cache;
+mod hint;
 mod key_select;
 mod lookup;
 mod ops;

@@ -8,7 +8,7 @@ use hashbrown::HashTable;
 
 use super::bucket_table::{BucketTable, StoredRule, JOINED, NARROW, SMALL};
 use super::key_select::{avalanche, fold_mul, hash_words, KeySelector, K0, K1};
-use crate::key::{FlowKey, Mask, KEY_WORDS};
+use crate::key::{same_words, FlowKey, Mask, KEY_WORDS};
 
 /// A subtable's hash table, of the key width its mask needs.
 #[derive(Debug, Clone)]
@@ -44,6 +44,27 @@ macro_rules! with_table {
 
 /// Keys a burst lookup handles per pass.
 pub(super) const BURST: usize = 32;
+
+/// One subtable's part of a burst probe between its stages: the keys to probe (`ks`), their
+/// hashes and their first candidate entries.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BurstStage {
+    hs: [u64; BURST],
+    ks: [u8; BURST],
+    es: [u32; BURST],
+    n: usize,
+}
+
+impl Default for BurstStage {
+    fn default() -> Self {
+        BurstStage {
+            hs: [0; BURST],
+            ks: [0; BURST],
+            es: [u32::MAX; BURST],
+            n: 0,
+        }
+    }
+}
 
 /// Stage filters with at most this many partial hashes are checked by a linear scan.
 const FEW: usize = 4;
@@ -350,39 +371,55 @@ impl Subtable {
         })
     }
 
-    /// The home bucket of hash `h` (read early so a later probe finds it in cache).
+    /// Asks for the home bucket of hash `h` (so a later probe finds it in cache).
     #[inline(always)]
-    pub(super) fn home_bucket(&self, h: u64) -> u64 {
-        with_table!(&self.table, t, N => t.buckets.get(t.home(h)).copied().unwrap_or(0))
+    pub(super) fn prefetch_home(&self, h: u64) {
+        with_table!(&self.table, t, N => t.prefetch_home(h))
     }
 
-    /// The best rule with padded key `kw`'s words, whose hash here is `h`.
+    /// Reads the buckets of hash `h` and asks for the entry they point to; the entry index, or
+    /// `u32::MAX` when none can match (see [`BucketTable::prefetch_entry`]).
     #[inline(always)]
-    pub(super) fn find_hashed(&self, kw: &[u64; 16], h: u64) -> Option<(u64, u32)> {
+    pub(super) fn prefetch_entry(&self, h: u64) -> u32 {
+        with_table!(&self.table, t, N => t.prefetch_entry(h))
+    }
+
+    /// The best rule with padded key `kw`'s words, whose hash here is `h` and whose first
+    /// candidate entry is `e` (from [`Subtable::prefetch_entry`]).
+    #[inline(always)]
+    pub(super) fn find_hashed(&self, kw: &[u64; 16], h: u64, e: u32) -> Option<(u64, u32)> {
+        if e == u32::MAX {
+            return None;
+        }
         with_table!(&self.table, t, N => {
             let g = self.sel.pack16::<N>(kw);
-            t.lookup(&g, h).map(|e| (e.rank, e.action))
+            let hit = match t.entries.get(e as usize) {
+                Some(x) if same_words(&x.key, &g) => Some(x),
+                _ => t.lookup(&g, h),
+            };
+            hit.map(|x| (x.rank, x.action))
         })
     }
 
-    /// Probes this subtable for a burst of (padded) keys, updating each key's best rank and
-    /// action. Two passes: the first hashes every key, the second probes (independent probes of
-    /// different keys, whose cache misses overlap).
-    /// Only the keys whose bit is set in `which` (they passed the subtable's filter; `exact`:
-    /// that was the whole stage check) are probed.
+    /// Stage one of a burst probe: hashes every key of `which` (they passed the subtable's
+    /// filter; `exact`: that was the whole stage check) that the stage check keeps and whose best
+    /// so far is not above this subtable's maximum, and asks for its home bucket
+    /// ([`BucketTable::prefetch_home`]). Stage two ([`Subtable::burst_entries`]) reads the buckets
+    /// and asks for the entries, stage three ([`Subtable::burst_compare`]) compares keys: run on
+    /// successive subtables at once ([`Classifier::best_burst`](super::Classifier)), the cache
+    /// misses of one stage are on their way while the others run.
     #[inline(always)]
-    pub(super) fn probe_burst(
+    pub(super) fn burst_hash(
         &self,
         keys: &[[u64; 16]],
         mut which: u32,
         exact: bool,
-        best: &mut [(u64, u32)],
+        best: &[(u64, u32)],
+        st: &mut BurstStage,
     ) {
         let max = u64::from(self.max_prio());
+        st.n = 0;
         with_table!(&self.table, t, N => {
-            let mut hs = [0u64; BURST];
-            let mut ks = [0u8; BURST];
-            let mut c = 0usize;
             while which != 0 {
                 let k = which.trailing_zeros() as usize;
                 which &= which - 1;
@@ -400,21 +437,51 @@ impl Subtable {
                     self.staged::<N>(kw)
                 };
                 let Some((_, h)) = found else { continue };
-                if let (Some(hx), Some(kx)) = (hs.get_mut(c), ks.get_mut(c)) {
+                if let (Some(hx), Some(kx)) = (st.hs.get_mut(st.n), st.ks.get_mut(st.n)) {
                     *hx = h;
                     *kx = k as u8;
-                    c += 1;
+                    t.prefetch_home(h);
+                    st.n += 1;
                 }
             }
-            for (h, k) in hs.iter().zip(&ks).take(c) {
+        })
+    }
+
+    /// Stage two of a burst probe (see [`Subtable::burst_hash`]).
+    #[inline(always)]
+    pub(super) fn burst_entries(&self, st: &mut BurstStage) {
+        with_table!(&self.table, t, N => {
+            for (e, h) in st.es.iter_mut().zip(&st.hs).take(st.n) {
+                *e = t.prefetch_entry(*h);
+            }
+        })
+    }
+
+    /// Stage three of a burst probe (see [`Subtable::burst_hash`]): updates each key's best
+    /// rank and action.
+    #[inline(always)]
+    pub(super) fn burst_compare(
+        &self,
+        keys: &[[u64; 16]],
+        st: &BurstStage,
+        best: &mut [(u64, u32)],
+    ) {
+        with_table!(&self.table, t, N => {
+            for ((h, k), e) in st.hs.iter().zip(&st.ks).zip(&st.es).take(st.n) {
+                if *e == u32::MAX {
+                    continue;
+                }
                 let Some(kw) = keys.get(usize::from(*k)) else { continue };
                 // Re-gathering the words (from L1) is cheaper than keeping them.
                 let g = self.sel.pack16::<N>(kw);
-                if let Some(e) = t.lookup(&g, *h) {
-                    if let Some(b) = best.get_mut(usize::from(*k)) {
-                        if e.rank > b.0 {
-                            *b = (e.rank, e.action);
-                        }
+                let hit = match t.entries.get(*e as usize) {
+                    Some(x) if same_words(&x.key, &g) => Some(x),
+                    // A tag shared by another key (rare): the whole probe.
+                    _ => t.lookup(&g, *h),
+                };
+                if let (Some(x), Some(b)) = (hit, best.get_mut(usize::from(*k))) {
+                    if x.rank > b.0 {
+                        *b = (x.rank, x.action);
                     }
                 }
             }

@@ -46,6 +46,17 @@ impl Snapshot {
         self.g.lookup_cached(cache, key)
     }
 
+    /// Like [`Snapshot::lookup_batch`], through a per-thread exact-match cache (the datapath's
+    /// burst path: see [`ExactCache`]).
+    pub fn lookup_batch_cached<'a>(
+        &'a self,
+        cache: &mut ExactCache,
+        keys: &[FlowKey],
+        out: &mut Vec<Option<HitRef<'a>>>,
+    ) {
+        self.g.lookup_batch_cached(cache, keys, out);
+    }
+
     /// Looks up a burst of keys: `out[i]` gets key `i`'s winner.
     pub fn lookup_batch<'a>(&'a self, keys: &[FlowKey], out: &mut Vec<Option<HitRef<'a>>>) {
         self.g.lookup_batch(keys, out);

@@ -82,13 +82,40 @@ pub fn chunk_rules(text: &str, max_rules: usize, max_bytes: usize) -> Vec<RuleCh
     out
 }
 
+/// What a text batch does with its lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextOp {
+    /// Insert the rules (`flow_add_text`).
+    Add,
+    /// Delete the rules (`flow_del_text`: `handle N` or a rule's match and priority).
+    Del,
+    /// Replace the actions of the rules with the same match and priority (`flow_mod_text`).
+    Mod,
+}
+
+impl TextOp {
+    /// The request's `cmd`.
+    pub fn cmd(self) -> &'static str {
+        match self {
+            TextOp::Add => "flow_add_text",
+            TextOp::Del => "flow_del_text",
+            TextOp::Mod => "flow_mod_text",
+        }
+    }
+
+    /// The past participle for messages ("inserted", "deleted", "modified").
+    pub fn done(self) -> &'static str {
+        match self {
+            TextOp::Add => "inserted",
+            TextOp::Del => "deleted",
+            TextOp::Mod => "modified",
+        }
+    }
+}
+
 /// The request line (newline included) carrying `text`.
-pub fn encode_text_request(text: &str, delete: bool, atomic: bool) -> io::Result<Vec<u8>> {
-    let cmd = if delete {
-        "flow_del_text"
-    } else {
-        "flow_add_text"
-    };
+pub fn encode_text_request(text: &str, op: TextOp, atomic: bool) -> io::Result<Vec<u8>> {
+    let cmd = op.cmd();
     let mut v = Vec::with_capacity(text.len() + text.len() / 32 + 64);
     write!(v, "{{\"cmd\":\"{cmd}\",\"atomic\":{atomic},\"text\":")?;
     serde_json::to_writer(&mut v, text).map_err(io::Error::other)?;
@@ -98,14 +125,15 @@ pub fn encode_text_request(text: &str, delete: bool, atomic: bool) -> io::Result
 
 impl Client {
     /// Sends the rules of `text` (one per line; blank lines and `#` comments skipped) in
-    /// pipelined `flow_add_text` (`delete`: `flow_del_text`) requests and calls `on_reply` with
+    /// pipelined `flow_add_text` (or, by `op`, `flow_del_text` / `flow_mod_text`) requests and
+    /// calls `on_reply` with
     /// each chunk and its reply, in order. `atomic` needs the whole text in one request (an
     /// `InvalidInput` error otherwise). A daemon error ends the stream and closes the
     /// connection.
     pub fn stream_rules(
         &mut self,
         text: &str,
-        delete: bool,
+        op: TextOp,
         atomic: bool,
         mut on_reply: impl FnMut(&RuleChunk, TextBatchReply),
     ) -> io::Result<()> {
@@ -124,7 +152,7 @@ impl Client {
             let sender = s.spawn(move || -> io::Result<()> {
                 for c in chunks {
                     let part = text.get(c.start..c.end).unwrap_or("");
-                    writer.write_all(&encode_text_request(part, delete, atomic)?)?;
+                    writer.write_all(&encode_text_request(part, op, atomic)?)?;
                 }
                 writer.flush()
             });
@@ -161,18 +189,25 @@ impl Client {
     /// streamed in large requests: one result per rule line, `index` its 0-based line number
     /// in `text`.
     pub fn add_rules(&mut self, text: &str) -> io::Result<Vec<FlowResult>> {
-        self.rules_results(text, false)
+        self.rules_results(text, TextOp::Add)
     }
 
     /// Deletes the rules of `text` (one spec per line, as `flow_del` takes them), streamed like
     /// [`Client::add_rules`].
     pub fn del_rules(&mut self, text: &str) -> io::Result<Vec<FlowResult>> {
-        self.rules_results(text, true)
+        self.rules_results(text, TextOp::Del)
     }
 
-    fn rules_results(&mut self, text: &str, delete: bool) -> io::Result<Vec<FlowResult>> {
+    /// Replaces the actions of the rules of `text` (one rule per line, as `flow_add` takes them:
+    /// the match and priority name the rule, the actions are its new ones), streamed like
+    /// [`Client::add_rules`]; `handle` is the modified rule's.
+    pub fn mod_rules(&mut self, text: &str) -> io::Result<Vec<FlowResult>> {
+        self.rules_results(text, TextOp::Mod)
+    }
+
+    fn rules_results(&mut self, text: &str, op: TextOp) -> io::Result<Vec<FlowResult>> {
         let mut out = Vec::new();
-        self.stream_rules(text, delete, false, |c, rep| {
+        self.stream_rules(text, op, false, |c, rep| {
             out.extend(expand(text, c, &rep));
         })?;
         Ok(out)
@@ -241,7 +276,7 @@ mod tests {
     #[test]
     fn encoded_requests_decode_to_the_text() {
         let text = "prio 1 dst_ip 10.0.0.0/8 action drop\n# \"quoted\" \\ \t\u{1}\n";
-        let r = decode(&encode_text_request(text, false, true).unwrap());
+        let r = decode(&encode_text_request(text, TextOp::Add, true).unwrap());
         assert_eq!(
             r,
             Request::FlowAddText {
@@ -249,7 +284,7 @@ mod tests {
                 atomic: true
             }
         );
-        let r = decode(&encode_text_request("handle 3", true, false).unwrap());
+        let r = decode(&encode_text_request("handle 3", TextOp::Del, false).unwrap());
         assert_eq!(
             r,
             Request::FlowDelText {
@@ -257,10 +292,21 @@ mod tests {
                 atomic: false
             }
         );
+        let line = "prio 3 dst_ip 10.0.0.1 action output:2";
+        let r = decode(&encode_text_request(line, TextOp::Mod, true).unwrap());
+        assert_eq!(
+            r,
+            Request::FlowModText {
+                text: line.into(),
+                atomic: true
+            }
+        );
         // The bound holds for the worst bytes.
         let nasty = "\u{1}\"\\\n";
         assert!(
-            encode_text_request(nasty, false, false).unwrap().len()
+            encode_text_request(nasty, TextOp::Add, false)
+                .unwrap()
+                .len()
                 < encoded_bound(nasty.as_bytes()) + 64
         );
     }
@@ -290,7 +336,7 @@ mod tests {
                 .map(|l| encoded_bound(l.as_bytes()))
                 .sum();
             assert!(bound <= 2000, "{c:?}");
-            assert!(encode_text_request(part, false, false).unwrap().len() <= bound + 64);
+            assert!(encode_text_request(part, TextOp::Add, false).unwrap().len() <= bound + 64);
             assert_eq!(c.first_line, line);
             assert_eq!(
                 c.rules,

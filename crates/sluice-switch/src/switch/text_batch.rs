@@ -1,7 +1,7 @@
-//! Rule batches as text (`flow_add_text` / `flow_del_text`): the rules of a request are one
-//! newline-separated string. The lines are parsed on several threads *outside* the control
-//! lock; the lock is held only to check the quotas and apply the parsed batch with one
-//! `insert_batch` (or `delete_batch`). Only the failures come back, with their line number and
+//! Rule batches as text (`flow_add_text` / `flow_del_text` / `flow_mod_text`): the rules of a
+//! request are one newline-separated string. The lines are parsed on several threads *outside*
+//! the control lock; the lock is held only to check the quotas and apply the parsed batch with
+//! one `insert_batch` (or `delete_batch`, `modify_batch`). Only the failures come back, with their line number and
 //! the offending token marked; the handles of the rules that succeeded come back as runs of
 //! consecutive handles (a whole file loaded in order is one run per request).
 
@@ -10,7 +10,7 @@ use super::{
     SW_TOO_MANY_ACTIONS,
 };
 use serde::{Deserialize, Serialize};
-use sluice_flow::{parse_rule, Handle, Mask, PortNames, Rule, RuleError, RuleRef};
+use sluice_flow::{parse_rule, ActionList, Handle, Mask, PortNames, Rule, RuleError, RuleRef};
 use std::collections::HashSet;
 
 /// Batches of fewer rule lines than this are parsed on the calling thread only.
@@ -45,14 +45,14 @@ pub struct LineError {
     pub error: String,
 }
 
-/// The answer to a `flow_add_text` / `flow_del_text` request.
+/// The answer to a `flow_add_text` / `flow_del_text` / `flow_mod_text` request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TextBatchReply {
     /// Lines in the text (blank and comment lines included).
     pub lines: usize,
     /// Rule lines (blank and `#` comment lines excluded).
     pub rules: usize,
-    /// Rules inserted (or deleted).
+    /// Rules inserted (or deleted, modified).
     pub done: usize,
     /// The handles of the rule lines that succeeded, in line order, as runs
     /// `[first, count]` of consecutive handles.
@@ -348,6 +348,64 @@ impl Switch {
             .filter_map(|o| o.as_ref().ok().copied())
             .collect();
         ctl.persist_deleted(deleted, saved)?;
+        drop(ctl);
+        Ok(reply(n_lines, &parsed, outcome))
+    }
+
+    /// Replaces the actions of the rules of `text` in place, one rule per line as in
+    /// [`Switch::add_flows_text`]: a line's match and priority name an existing rule (its handle,
+    /// counters and place stay), its actions are the rule's new ones. Parsed outside the control
+    /// lock, applied with one `modify_batch` (one publish), recorded in the store (with `--db`)
+    /// before the answer. A line whose match and priority no rule has fails alone (`atomic`: the
+    /// whole batch fails).
+    pub fn mod_flows_text(&self, text: &str, atomic: bool) -> Result<TextBatchReply, SwitchError> {
+        let (lines, n_lines) = rule_lines(text);
+        check_batch(lines.len())?;
+        let mut names = self.port_names();
+        let mut parsed = parse_all(&lines, |l| parse_add(l, &names));
+        let mut ctl = self.control();
+        if ctl.names != names {
+            names = ctl.names.clone();
+            parsed = parse_all(&lines, |l| parse_add(l, &names));
+        }
+        let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
+        let mut changes: Vec<(RuleRef, ActionList)> = Vec::with_capacity(parsed.len());
+        let mut found: Vec<(usize, Handle)> = Vec::with_capacity(parsed.len());
+        for (k, p) in parsed.iter_mut().enumerate() {
+            let what = core::mem::replace(&mut p.what, Err(String::new()));
+            match what {
+                Err(e) => outcome.push(Err(e)),
+                Ok(r) => match ctl.table.find(&r.matcher, r.priority) {
+                    Some(h) => {
+                        outcome.push(Ok(ctl.ext(h)));
+                        changes.push((RuleRef::Handle(h), r.actions));
+                        found.push((k, h));
+                    }
+                    None => outcome.push(Err(RuleError::NotFound.to_string())),
+                },
+            }
+        }
+        if atomic && refuse_all(&mut outcome) {
+            drop(ctl);
+            return Ok(reply(n_lines, &parsed, outcome));
+        }
+        let saved = ctl.save_actions(found.iter().map(|&(_, h)| h));
+        let out = ctl.table.modify_batch(changes, batch_mode(atomic));
+        for ((k, _), r) in found.into_iter().zip(out) {
+            if let Err(e) = r {
+                let msg = ctl.rule_error(&e);
+                if let Some(s) = outcome.get_mut(k) {
+                    *s = Err(msg);
+                }
+            }
+        }
+        ctl.persist_modified(
+            outcome
+                .iter()
+                .zip(&lines)
+                .filter_map(|(o, &(_, text))| Some((*o.as_ref().ok()?, text))),
+            saved,
+        )?;
         drop(ctl);
         Ok(reply(n_lines, &parsed, outcome))
     }

@@ -108,6 +108,7 @@ impl TapPort {
             napi: false,
             napi_frags: false,
             multi_queue: cfg.multi_queue,
+            tun: false,
         };
         let mut tap =
             Tap::open(name, &tcfg).map_err(|e| PortError::io(format!("open TAP {name:?}"), e))?;

@@ -5,8 +5,10 @@
 //! IFF_VNET_HDR`). Received packets are parsed from the IP header ([`LinkType::Ip`], whatever
 //! [`TapPortConfig::parse`] says otherwise), so their metadata has no L2 offsets and
 //! `csum_start` / `hdr_len` count from the IP header, in both directions; packets sent must be IP
-//! packets (the port does not add or strip Ethernet headers: forwarding between L2 and L3 ports
-//! is the caller's business). Offload negotiation and features are the TAP's.
+//! packets: the port adds and strips no Ethernet header (forwarding between L2 and L3 ports is
+//! the caller's business), and anything whose first nibble is not 4 or 6 is refused
+//! ([`PortError::Unsendable`], counted in `tx_errors`). Offload negotiation and features are the
+//! TAP's.
 //!
 //! **Features.** `TUNSETOFFLOAD` says what the *kernel may hand us* (checksum-partial frames,
 //! TCP/UDP super-frames); the kernel accepts partial-checksum and GSO frames we write whatever it
@@ -579,6 +581,17 @@ impl Port for TapPort {
     }
 
     fn send(&mut self, frame: &[u8], work: &DeviceWork) -> Result<(), PortError> {
+        if self.parse.link == LinkType::Ip && !matches!(frame.first().map(|b| b >> 4), Some(4 | 6))
+        {
+            // An Ethernet frame (or anything else) sent to a TUN port: the kernel would refuse
+            // it anyway; say why, and count it.
+            self.drops.tx_errors += 1;
+            return Err(PortError::Unsendable(format!(
+                "not an IP packet ({} bytes): TUN port {} takes L3 packets, no Ethernet header",
+                frame.len(),
+                self.tap.name()
+            )));
+        }
         let mut raw = [0u8; HDR_LEN];
         encode_work(frame, work, TAP_HDR_FORMAT, &mut raw, &mut self.drops)?;
         match self.tap.write(&raw, frame) {

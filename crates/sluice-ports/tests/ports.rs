@@ -351,6 +351,15 @@ fn tun_ports_forward_kernel_tcp_with_gso() {
         ab.sent > ab.frames,
         "software GSO made more packets: {ab:?}"
     );
+
+    // An Ethernet frame sent to an L3 port is refused and counted, not written.
+    let errors = b.drops().tx_errors;
+    let frame = udp4_frame(&[2; 6], &[4; 6], 1, 2, b"l2");
+    assert!(matches!(
+        b.send(&frame, &DeviceWork::default()),
+        Err(PortError::Unsendable(_))
+    ));
+    assert_eq!(b.drops().tx_errors, errors + 1);
 }
 
 /// Sets `UDP_SEGMENT` (UDP GSO) on a socket.

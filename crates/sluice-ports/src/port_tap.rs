@@ -485,6 +485,10 @@ impl Port for TapPort {
         self.device
     }
 
+    fn link(&self) -> LinkType {
+        self.parse.link
+    }
+
     fn changeable(&self) -> Features {
         [
             Feature::TxCsumGeneric,

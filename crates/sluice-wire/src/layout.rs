@@ -883,7 +883,8 @@ fn inner_start(proto: u16, off: usize, end: usize) -> Option<(Start, usize)> {
 
 /// Where the stack of an L3 packet ([`LinkType::Ip`]) starts: its version nibble picks the
 /// EtherType.
-#[inline]
+#[cold]
+#[inline(never)]
 fn ip_start(frame: &[u8]) -> Result<Start, ParseError> {
     match frame.first().map(|b| b >> 4) {
         Some(4) => Ok(Start::Ip(0, crate::ethertype::IPV4)),

@@ -31,7 +31,7 @@ fn ok(sock: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The daemon, killed when the test ends.
+/// The daemon, killed when the test ends (its socket removed).
 struct Daemon {
     child: Child,
     sock: PathBuf,
@@ -41,6 +41,7 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.sock);
     }
 }
 

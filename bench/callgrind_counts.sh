@@ -8,15 +8,17 @@
 #   and 11 000 times; `mix8` parses all eight frames per iteration and is reported per frame.
 # - gso: crates/sluice-offload/benches/gso.rs (GSO_BENCH_ONLY=NAME, 1 and 2 timing rounds of
 #   20 000 calls): instructions per 64 000-byte super-packet (MSS 1448, 45 segments).
+# - gro: crates/sluice-offload/benches/gro.rs (`profile MODE FLOWS BURSTS`, 100 and 600 bursts
+#   of 32 segments): instructions per segment, 1 and 4 flows.
 #
-# Usage: bench/callgrind_counts.sh parse|gso [BENCH_BINARY]   (default: builds the bench)
+# Usage: bench/callgrind_counts.sh parse|gso|gro [BENCH_BINARY]   (default: builds the bench)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-what=${1:?usage: callgrind_counts.sh parse|gso [BENCH_BINARY]}
+what=${1:?usage: callgrind_counts.sh parse|gso|gro [BENCH_BINARY]}
 case $what in
 parse) package=sluice-wire ;;
-gso) package=sluice-offload ;;
-*) echo "callgrind_counts.sh: parse or gso, not $what" >&2; exit 2 ;;
+gso | gro) package=sluice-offload ;;
+*) echo "callgrind_counts.sh: parse, gso or gro, not $what" >&2; exit 2 ;;
 esac
 if [ $# -ge 2 ]; then
     bin=$2
@@ -39,6 +41,14 @@ if [ "$what" = parse ]; then
         [ "$name" = mix8 ] && frames=8
         per_op "$name" "$(collected "$bin" profile "$name" 1000)" \
             "$(collected "$bin" profile "$name" 11000)" $((10000 * frames))
+    done
+elif [ "$what" = gro ]; then
+    echo "measurement          instructions per segment"
+    for mode in sluice_gro_good sluice_burst_good sluice_gro_verify; do
+        for flows in 1 4; do
+            per_op "$mode/$flows" "$(collected "$bin" profile "$mode" "$flows" 100)" \
+                "$(collected "$bin" profile "$mode" "$flows" 600)" 16000
+        done
     done
 else
     echo "measurement          instructions per super-packet (45 segments)"

@@ -5,11 +5,12 @@
 //! The first input byte picks the configuration: even → the default ports; odd → every UDP
 //! destination port 1..=8 is a tunnel port (VXLAN for even ports, Geneve for odd ones), so that
 //! the fuzzer reaches the tunnel parsers without having to guess 4789 or 6081; bit 1 set → tunnels
-//! off. The rest is the frame.
+//! off; bit 2 set → the frame is an L3 packet (`LinkType::Ip`, as from a TUN). The rest is the
+//! frame.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_wire::{parse_partial, parse_with, Headers, Layout, ParseConfig, PortSet};
+use sluice_wire::{parse_partial, parse_with, Headers, Layout, LinkType, ParseConfig, PortSet};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, frame)) = data.split_first() else {
@@ -48,6 +49,9 @@ fn config(selector: u8) -> ParseConfig {
         cfg.geneve_ports = geneve;
     }
     cfg.parse_tunnels = selector & 2 == 0;
+    if selector & 4 != 0 {
+        cfg.link = LinkType::Ip;
+    }
     cfg
 }
 

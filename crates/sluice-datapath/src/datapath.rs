@@ -18,6 +18,16 @@
 //! warm.
 //!
 //! Every drop is counted twice: per port ([`PortStats`]) and in a coverage counter.
+//!
+//! **L2 and L3 ports.** A port whose [`Port::link`] is [`LinkType::Ip`](sluice_wire::LinkType::Ip) (a TUN port) receives
+//! and sends IP packets with no Ethernet header: its packets are parsed (and its GRO engine
+//! configured) from the IP header, so rules match them without L2 fields (`eth_*` fields are
+//! absent, `eth_type` is the IP version's). Output to an L3 port of a packet that came from an
+//! L2 port removes the Ethernet header and VLAN tags (metadata moved with
+//! [`OffloadMeta::l2_removed`](sluice_packet::OffloadMeta::l2_removed)); a non-IP frame cannot
+//! go there and is dropped (`dp_not_ip_to_l3_drops`). Output of an L3 packet to an L2 port is
+//! dropped (`dp_l3_to_l2_drops`): it has no MAC addresses to send with. Both drops count in the
+//! egress port's `tx_prepare_drops`.
 
 use crate::actions;
 use crate::buf::{BufPool, PacketBuf, DEFAULT_ROOM};
@@ -28,7 +38,7 @@ use sluice_flow::{Action, ExactCache, FlowKey, Reader};
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::gro::{GroConfig, GroEngine, GroStats};
 use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket};
-use sluice_wire::ParseConfig;
+use sluice_wire::{LinkType, ParseConfig};
 use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -46,13 +56,15 @@ counter!(pub DP_TX_ERRORS, "dp_tx_errors", "frames a port failed to send");
 counter!(pub DP_RX_ERRORS, "dp_rx_errors", "receive calls that failed");
 counter!(pub DP_PORT_DOWN, "dp_port_down", "ports taken down because their device vanished (no longer polled)");
 counter!(pub DP_DOWN_OUTPUT, "dp_down_output_drops", "outputs to a port that is down");
+counter!(pub DP_L3_TO_L2_DROPS, "dp_l3_to_l2_drops", "outputs of an L3 packet (from a TUN port) to an Ethernet port: no MAC addresses to send with");
+counter!(pub DP_NOT_IP_TO_L3_DROPS, "dp_not_ip_to_l3_drops", "outputs of a frame without an IP header to an L3 (TUN) port");
 counter!(pub GRO_FRAMES_IN, "gro_frames_in", "frames fed to software GRO");
 counter!(pub GRO_MERGED_SEGMENTS, "gro_merged_segments", "segments software GRO merged into a held packet");
 counter!(pub GRO_MERGED_PACKETS, "gro_merged_packets", "packets software GRO built from two or more segments");
 counter!(pub GRO_NOT_MERGEABLE, "gro_not_mergeable", "frames software GRO passed through (not mergeable)");
 
 /// Every datapath counter, for listings before they fire.
-pub static COUNTERS: [&Counter; 19] = [
+pub static COUNTERS: [&Counter; 21] = [
     &DP_POLLS,
     &DP_RX_PACKETS,
     &DP_TX_FRAMES,
@@ -66,6 +78,8 @@ pub static COUNTERS: [&Counter; 19] = [
     &DP_RX_ERRORS,
     &DP_PORT_DOWN,
     &DP_DOWN_OUTPUT,
+    &DP_L3_TO_L2_DROPS,
+    &DP_NOT_IP_TO_L3_DROPS,
     &GRO_FRAMES_IN,
     &GRO_MERGED_SEGMENTS,
     &GRO_MERGED_PACKETS,
@@ -188,6 +202,8 @@ struct PortEntry {
     down: bool,
     port: Box<dyn Port>,
     device: Device,
+    /// How the port's frames are parsed: the datapath's configuration with the port's link.
+    parse: ParseConfig,
     opts: PortOptions,
     gro: Option<GroEngine>,
     gro_total: GroStats,
@@ -320,13 +336,15 @@ impl Datapath {
             Err(at) => at,
         };
         let device = port.device();
+        let parse = self.cfg.parse.with_link(port.link());
         let slot = PortEntry {
             number,
             down: false,
             port,
             device,
+            parse,
             opts,
-            gro: opts.gro.then(|| GroEngine::new(self.gro_config())),
+            gro: opts.gro.then(|| GroEngine::new(self.gro_config(parse))),
             gro_total: GroStats::default(),
             stats: PortStats::default(),
         };
@@ -346,8 +364,10 @@ impl Datapath {
         number: u32,
         port: Box<dyn Port>,
     ) -> Result<Box<dyn Port>, DatapathError> {
+        let parse = self.cfg.parse.with_link(port.link());
         let slot = self.slot_mut(number)?;
         slot.device = port.device();
+        slot.parse = parse;
         slot.down = false;
         Ok(std::mem::replace(&mut slot.port, port))
     }
@@ -366,9 +386,9 @@ impl Datapath {
             .collect()
     }
 
-    fn gro_config(&self) -> GroConfig {
+    fn gro_config(&self, parse: ParseConfig) -> GroConfig {
         let mut g = self.cfg.gro;
-        g.parse = self.cfg.parse;
+        g.parse = parse;
         g
     }
 
@@ -425,7 +445,8 @@ impl Datapath {
     /// Turns software GRO on or off for port `number`; turning it off first sends what the
     /// engine holds.
     pub fn set_gro(&mut self, number: u32, on: bool) -> Result<(), DatapathError> {
-        let g = self.gro_config();
+        let parse = self.slot_mut(number)?.parse;
+        let g = self.gro_config(parse);
         let slot = self.slot_mut(number)?;
         slot.opts.gro = on;
         if on && slot.gro.is_none() {
@@ -518,6 +539,7 @@ impl Datapath {
             return 0;
         }
         let number = slot.number;
+        let parse = slot.parse;
         self.rx.clear();
         let n = match slot.port.recv(&mut self.pool, &mut self.rx, batch) {
             Ok(n) => n,
@@ -564,7 +586,7 @@ impl Datapath {
         } else {
             let snap = self.reader.snapshot();
             for mut p in rx.drain(..) {
-                self.process(&snap, &mut p);
+                self.process(&snap, &mut p, &parse);
                 self.pool.put(p);
             }
         }
@@ -577,19 +599,21 @@ impl Datapath {
             return;
         }
         let snap = self.reader.snapshot();
+        let parse = engine.config().parse;
         while let Some(g) = engine.pop_output() {
             let mut p = PacketBuf::from_vec(g.frame);
             p.meta = g.meta;
             p.in_port = number;
-            self.process(&snap, &mut p);
+            self.process(&snap, &mut p, &parse);
             engine.recycle(p.into_vec());
         }
     }
 
     /// Classifies `p` and runs its actions.
-    fn process(&mut self, snap: &sluice_flow::Snapshot, p: &mut PacketBuf) {
+    /// `parse`: the receiving port's parse configuration.
+    fn process(&mut self, snap: &sluice_flow::Snapshot, p: &mut PacketBuf, parse: &ParseConfig) {
         let in_port = p.in_port;
-        let (layout, err) = sluice_wire::parse_partial(p.frame(), &self.cfg.parse);
+        let (layout, err) = sluice_wire::parse_partial(p.frame(), parse);
         if err.is_some() {
             DP_PARSE_PARTIAL.inc();
         }
@@ -611,12 +635,12 @@ impl Datapath {
         for a in list {
             match a {
                 Action::Output(out) => {
-                    self.transmit(*out, p);
+                    self.transmit(*out, p, parse.link);
                     sent = true;
                 }
                 Action::Drop => break,
                 other => {
-                    if actions::apply(p, other, &self.cfg.parse).is_err() {
+                    if actions::apply(p, other, parse).is_err() {
                         DP_ACTION_ERRORS.inc();
                         if let Ok(s) = self.slot_mut(in_port) {
                             s.stats.rx_action_errors += 1;
@@ -635,7 +659,8 @@ impl Datapath {
     }
 
     /// Sends `p` as it is now out of port `out`, through transmit preparation for its device.
-    fn transmit(&mut self, out: u32, p: &PacketBuf) {
+    /// `from`: the link type of the port `p` came in on.
+    fn transmit(&mut self, out: u32, p: &PacketBuf, from: LinkType) {
         let Some(slot) = self.pos(out).ok().and_then(|at| self.slots.get_mut(at)) else {
             DP_BAD_OUTPUT.inc();
             return;
@@ -645,15 +670,36 @@ impl Datapath {
             slot.stats.tx_errors += 1;
             return;
         }
-        let pkt = TxPacket::new(p.frame(), p.meta);
+        // L2 and L3 ports (see the module documentation). An L3 packet: no Ethernet header,
+        // and (unless it came from an L3 port, whatever parsed of it) the IP header at 0.
+        let o = p.meta.offsets();
+        let l3_packet = o.outer_l2.is_none() && (from == LinkType::Ip || o.outer_l3 == Some(0));
+        let mut meta = p.meta;
+        let frame = match (slot.parse.link, l3_packet) {
+            (LinkType::Ethernet, true) => {
+                DP_L3_TO_L2_DROPS.inc();
+                slot.stats.tx_prepare_drops += 1;
+                return;
+            }
+            (LinkType::Ip, false) => match meta.l2_removed() {
+                Ok(l3) => p.frame().get(usize::from(l3)..).unwrap_or_default(),
+                Err(_) => {
+                    DP_NOT_IP_TO_L3_DROPS.inc();
+                    slot.stats.tx_prepare_drops += 1;
+                    return;
+                }
+            },
+            _ => p.frame(),
+        };
+        let pkt = TxPacket::new(frame, meta);
         let mut sent = 0u64;
         let mut bytes = 0u64;
         let mut errors = 0u64;
         match tx_prepare(&pkt, &slot.device, &mut self.tx) {
-            TxOutcome::Unchanged { work, .. } => match slot.port.send(p.frame(), &work) {
+            TxOutcome::Unchanged { work, .. } => match slot.port.send(frame, &work) {
                 Ok(()) => {
                     sent += 1;
-                    bytes += p.len() as u64;
+                    bytes += frame.len() as u64;
                 }
                 Err(_) => errors += 1,
             },

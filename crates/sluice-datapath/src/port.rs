@@ -12,7 +12,7 @@ use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
 use sluice_packet::virtio::{HdrFormat, VirtioError};
 use sluice_packet::OffloadMeta;
-use sluice_wire::ParseConfig;
+use sluice_wire::{LinkType, ParseConfig};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
@@ -123,6 +123,13 @@ pub trait Port: Send {
 
     /// The transmit device: features, MTU, envelope, GSO limits.
     fn device(&self) -> Device;
+
+    /// What the port's frames start with: an Ethernet header (the default), or, for an L3
+    /// port (a TUN device), the IP header. The datapath parses what the port receives with it
+    /// and converts what it sends to it (see [`crate::datapath`]).
+    fn link(&self) -> LinkType {
+        LinkType::Ethernet
+    }
 
     /// Features the port could turn on (what `ethtool -k` shows as not `[fixed]`).
     fn changeable(&self) -> Features;
@@ -257,6 +264,7 @@ struct MemQueues {
 #[derive(Debug)]
 pub struct MemPort {
     name: String,
+    link: LinkType,
     device: Device,
     changeable: Features,
     queues: Arc<Mutex<MemQueues>>,
@@ -276,6 +284,7 @@ impl MemPort {
         (
             MemPort {
                 name: name.to_string(),
+                link: LinkType::Ethernet,
                 device,
                 changeable: Features::ALL,
                 queues: Arc::clone(&queues),
@@ -283,6 +292,15 @@ impl MemPort {
             },
             MemPortHandle { queues },
         )
+    }
+}
+
+impl MemPort {
+    /// The same port with frames starting as `link` says ([`Port::link`]): an L3 port with
+    /// [`LinkType::Ip`].
+    pub fn with_link(mut self, link: LinkType) -> MemPort {
+        self.link = link;
+        self
     }
 }
 
@@ -316,6 +334,10 @@ impl MemPortHandle {
 
 impl Port for MemPort {
     crate::port_identity!("memory", |s| &s.name);
+
+    fn link(&self) -> LinkType {
+        self.link
+    }
 
     fn changeable(&self) -> Features {
         self.changeable

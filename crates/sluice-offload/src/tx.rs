@@ -20,6 +20,11 @@
 //! 5. **checksum completion** in software of every `Partial` checksum the device cannot fill
 //!    (`Good`, `Bad` and `Unknown` are left untouched).
 //!
+//! An L3 packet (a TUN device's: metadata with the IP header at offset 0 and no L2 header, as
+//! [`OffloadMeta::from_layout`] gives for a [`LinkType::Ip`] parse) is never read as Ethernet:
+//! it has no in-band tags, an accelerated tag to insert drops it (`Malformed`, counted), and
+//! software GSO parses it from its IP header.
+//!
 //! Every branch bumps a coverage counter ([`COUNTERS`]). The result says what was done
 //! ([`TxSteps`]) and, per emitted frame, what the device still has to do ([`DeviceWork`]).
 //!
@@ -35,7 +40,7 @@ use sluice_coverage::{counter, Counter};
 use sluice_packet::rewrite::{defer_l4_checksum, recompute_checksum};
 use sluice_packet::virtio::{HdrFormat, VirtioError, VirtioNetHdr};
 use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot};
-use sluice_wire::{ethertype, ip_proto, L3Kind, ParseConfig, TunnelKind};
+use sluice_wire::{ethertype, ip_proto, L3Kind, LinkType, ParseConfig, TunnelKind};
 
 counter!(pub TX_PREPARED, "tx_prepared", "packets run through transmit preparation");
 counter!(pub TX_UNCHANGED, "tx_unchanged", "packets the device takes as they are (no software work)");
@@ -425,6 +430,13 @@ pub fn count_tags(frame: &[u8]) -> usize {
     n
 }
 
+/// Whether the metadata describes an L3 packet (a TUN device's: the IP header at offset 0, no
+/// Ethernet header), whose first bytes are not to be read as Ethernet.
+fn is_l3_packet(meta: &OffloadMeta) -> bool {
+    let o = meta.offsets();
+    o.outer_l2.is_none() && o.outer_l3 == Some(0)
+}
+
 /// End of the innermost L4 header (TCP by data offset, UDP 8 bytes).
 fn headers_end(frame: &[u8], meta: &OffloadMeta) -> Option<usize> {
     let level = if meta.tunnel().is_some() {
@@ -536,7 +548,11 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
     let mut meta = pkt.meta;
     let head = pkt.head;
     let len = pkt.len();
-    let tags = count_tags(head);
+    let l3_packet = is_l3_packet(&meta);
+    if l3_packet && pkt.vlan.is_some() {
+        return TxOutcome::Dropped(DropReason::Malformed("no L2 header for the VLAN tag"));
+    }
+    let tags = if l3_packet { 0 } else { count_tags(head) };
     let ins = if pkt.vlan.is_some() { 4 } else { 0 };
     let is_gso = meta.gso_type() != GsoType::None;
     let hdr_end = headers_end(head, &meta);
@@ -801,7 +817,13 @@ fn soft_gso(
     partial: bool,
     out: &mut TxOutput,
 ) -> Result<usize, DropReason> {
-    let layout = sluice_wire::parse_with(frame, &out.parse)
+    // An L3 packet (its metadata says so) parses from its IP header whatever `out.parse` says.
+    let cfg = if is_l3_packet(meta) {
+        out.parse.with_link(LinkType::Ip)
+    } else {
+        out.parse
+    };
+    let layout = sluice_wire::parse_with(frame, &cfg)
         .map_err(|_| DropReason::Malformed("frame does not parse for software GSO"))?;
     let innermost = if meta.tunnel().is_some() {
         Level::Inner

@@ -888,6 +888,27 @@ impl OffloadMeta {
         Ok(())
     }
 
+    /// The outer L2 header (Ethernet and its VLAN tags: every byte before the outer IP header)
+    /// was removed, leaving an L3 packet (as a TUN device takes it): every offset moves back by
+    /// the outer IP header's offset, which is returned, and there is no outer L2 any more;
+    /// statuses and the GSO request stay. On error (no outer L2 or IP header) nothing changes.
+    pub fn l2_removed(&mut self) -> Result<u16, Error> {
+        let o = self.offsets;
+        let (Some(_), Some(l3)) = (o.outer_l2, o.outer_l3) else {
+            return Err(Error::InvalidArgument("no outer L2 and IP header"));
+        };
+        self.offsets = Offsets {
+            outer_l2: None,
+            outer_l3: Some(0),
+            outer_l4: shift(o.outer_l4, 0, l3)?,
+            inner_l2: shift(o.inner_l2, 0, l3)?,
+            inner_l3: shift(o.inner_l3, 0, l3)?,
+            inner_l4: shift(o.inner_l4, 0, l3)?,
+        };
+        self.sync_partial();
+        Ok(l3)
+    }
+
     /// A VLAN tag of `len` bytes was pushed into the outer L2 header: every offset after the
     /// outer Ethernet header moves by `len`; no status changes (tags lie outside every checksum).
     pub fn vlan_pushed(&mut self, len: u16) -> Result<(), Error> {

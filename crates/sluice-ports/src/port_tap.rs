@@ -1,5 +1,14 @@
 //! The switch's TAP port: a [`Tap`] with a 12-byte `virtio_net_hdr` behind the datapath's
-//! [`Port`] interface.
+//! [`Port`] interface; with [`TapPortConfig::tun`], a TUN port (kind `"tun"`).
+//!
+//! **TUN ports** carry L3 packets: IP packets with no Ethernet header (`IFF_TUN | IFF_NO_PI |
+//! IFF_VNET_HDR`). Received packets are parsed from the IP header ([`LinkType::Ip`], whatever
+//! [`TapPortConfig::parse`] says otherwise), so their metadata has no L2 offsets and
+//! `csum_start` / `hdr_len` count from the IP header, in both directions; packets sent must be IP
+//! packets: the port adds and strips no Ethernet header (forwarding between L2 and L3 ports is
+//! the caller's business), and anything whose first nibble is not 4 or 6 is refused
+//! ([`PortError::Unsendable`], counted in `tx_errors`). Offload negotiation and features are the
+//! TAP's.
 //!
 //! **Features.** `TUNSETOFFLOAD` says what the *kernel may hand us* (checksum-partial frames,
 //! TCP/UDP super-frames); the kernel accepts partial-checksum and GSO frames we write whatever it
@@ -39,7 +48,7 @@ use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
 use sluice_packet::virtio::{self, HdrFormat, VirtioNetHdr};
 use sluice_packet::GsoType;
-use sluice_wire::ParseConfig;
+use sluice_wire::{LinkType, ParseConfig};
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -74,6 +83,9 @@ pub struct TapPortConfig {
     /// addresses outlive the port, for a switch that restarts ([`Tap::delete_persistent`]
     /// removes it).
     pub persist: bool,
+    /// Open a TUN (`IFF_TUN`) instead of a TAP: L3 packets, no Ethernet header (see the
+    /// [module documentation](self)).
+    pub tun: bool,
 }
 
 impl Default for TapPortConfig {
@@ -83,6 +95,7 @@ impl Default for TapPortConfig {
             multi_queue: false,
             parse: ParseConfig::DEFAULT,
             persist: false,
+            tun: false,
         }
     }
 }
@@ -133,6 +146,7 @@ impl TapPort {
             napi: false,
             napi_frags: false,
             multi_queue: cfg.multi_queue,
+            tun: cfg.tun,
         };
         let mut tap =
             Tap::open(name, &tcfg).map_err(|e| PortError::io(format!("open TAP {name:?}"), e))?;
@@ -161,12 +175,17 @@ impl TapPort {
             )),
             supported,
         });
+        let parse = if cfg.tun {
+            cfg.parse.with_link(LinkType::Ip)
+        } else {
+            cfg.parse
+        };
         Ok(TapPort {
             tap,
             control,
             supported,
             device,
-            parse: cfg.parse,
+            parse,
             drops: PortDrops::default(),
             ifstats: IfStats::open(&tname).ok().map(RefCell::new),
         })
@@ -234,6 +253,12 @@ impl TapPort {
             drops: PortDrops::default(),
             ifstats: None,
         })
+    }
+
+    /// What the port's packets start with: [`LinkType::Ethernet`] for a TAP,
+    /// [`LinkType::Ip`] for a TUN.
+    pub fn link(&self) -> LinkType {
+        self.parse.link
     }
 
     /// The interface name (as the kernel completed it).
@@ -576,7 +601,24 @@ impl PortControl for TapControl {
 }
 
 impl Port for TapPort {
-    sluice_datapath::port_identity!("tap", |s| s.tap.name());
+    fn name(&self) -> &str {
+        self.tap.name()
+    }
+
+    fn kind(&self) -> &'static str {
+        match self.parse.link {
+            LinkType::Ethernet => "tap",
+            LinkType::Ip => "tun",
+        }
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn link(&self) -> LinkType {
+        self.parse.link
+    }
 
     fn changeable(&self) -> Features {
         [
@@ -657,6 +699,17 @@ impl Port for TapPort {
     }
 
     fn send(&mut self, frame: &[u8], work: &DeviceWork) -> Result<(), PortError> {
+        if self.parse.link == LinkType::Ip && !matches!(frame.first().map(|b| b >> 4), Some(4 | 6))
+        {
+            // An Ethernet frame (or anything else) sent to a TUN port: the kernel would refuse
+            // it anyway; say why, and count it.
+            self.drops.tx_errors += 1;
+            return Err(PortError::Unsendable(format!(
+                "not an IP packet ({} bytes): TUN port {} takes L3 packets, no Ethernet header",
+                frame.len(),
+                self.tap.name()
+            )));
+        }
         let mut raw = [0u8; HDR_LEN];
         encode_work(frame, work, TAP_HDR_FORMAT, &mut raw, &mut self.drops)?;
         match self.tap.write(&raw, frame) {

@@ -1,12 +1,15 @@
-//! TAP devices with `virtio_net_hdr`.
+//! TAP and TUN devices with `virtio_net_hdr`.
 //!
 //! [`Tap::open`] opens `/dev/net/tun` in the calling thread's network namespace (use
 //! [`crate::Netns::enter`] to open one inside a namespace), attaches it to a TAP interface with
-//! `IFF_TAP | IFF_NO_PI` and optionally `IFF_VNET_HDR`, `IFF_NAPI`, `IFF_NAPI_FRAGS`,
+//! `IFF_TAP | IFF_NO_PI` (or, with [`TapConfig::tun`], a TUN interface with
+//! `IFF_TUN | IFF_NO_PI`: L3 packets, no Ethernet header) and optionally `IFF_VNET_HDR`, `IFF_NAPI`, `IFF_NAPI_FRAGS`,
 //! `IFF_MULTI_QUEUE`, sets the header size (`TUNSETVNETHDRSZ`) and the offloads
 //! (`TUNSETOFFLOAD`). The interface disappears when the last file descriptor closes.
 //!
-//! Every frame written is `vnet header ‖ Ethernet frame`; every frame read is the same. The
+//! Every frame written is `vnet header ‖ Ethernet frame` (`vnet header ‖ IP packet` on a TUN,
+//! whose `csum_start` and `hdr_len` then count from the IP header); every frame read is the
+//! same. The
 //! offloads (`TUN_F_*`) say what the *kernel may hand us* on read (checksum-partial, TSO, USO …
 //! super-packets); what we may write is not limited by them.
 
@@ -102,6 +105,9 @@ pub struct TapConfig {
     pub napi_frags: bool,
     /// `IFF_MULTI_QUEUE`.
     pub multi_queue: bool,
+    /// `IFF_TUN` instead of `IFF_TAP`: the device carries IP packets with no Ethernet header
+    /// (the kernel picks IPv4 or IPv6 by the version nibble). The offloads are the same.
+    pub tun: bool,
 }
 
 /// An open TAP queue.
@@ -139,7 +145,7 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// Opens (creating if needed) the TAP interface `name` (empty or a pattern like `tap%d` lets
+    /// Opens (creating if needed) the TAP (or, with [`TapConfig::tun`], TUN) interface `name` (empty or a pattern like `tap%d` lets
     /// the kernel pick; at most 15 bytes) in the calling thread's network namespace.
     ///
     /// Fails with `InvalidInput` for an unsupported `vnet_hdr_len`, offloads without a vnet
@@ -170,7 +176,11 @@ impl Tap {
         // SAFETY: `raw` is a freshly opened descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
 
-        let mut flags = libc::IFF_TAP | libc::IFF_NO_PI;
+        let mut flags = if config.tun {
+            libc::IFF_TUN
+        } else {
+            libc::IFF_TAP
+        } | libc::IFF_NO_PI;
         if config.vnet_hdr_len != 0 {
             flags |= libc::IFF_VNET_HDR;
         }
@@ -293,6 +303,7 @@ impl Tap {
             napi: false,
             napi_frags: false,
             multi_queue: false,
+            tun: false,
         };
         let tap = match Tap::open(name, &cfg) {
             Ok(t) => t,

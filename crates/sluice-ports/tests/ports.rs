@@ -35,6 +35,8 @@ fn payload(len: usize, seed: u8) -> Vec<u8> {
 struct DirStats {
     /// The server's TCP port: only frames of this connection are counted.
     port: u16,
+    /// Where the IPv4 header is: 14 (Ethernet ports), 0 (TUN ports: L3 packets).
+    l3: usize,
     frames: usize,
     /// TCPv4 GSO super-frames (segment size set, longer than one MTU).
     tcp4_gso: usize,
@@ -65,11 +67,19 @@ fn forward(
         // Count only this transfer's frames (a previous connection's last ACK may still come).
         let f = b.frame();
         let port = st.port.to_be_bytes();
-        let ours = f.len() >= 38 && f[23] == 6 && (f[34..36] == port || f[36..38] == port);
+        let (ip, l4) = (st.l3, st.l3 + 20);
+        let ours = f.len() >= l4 + 4
+            && f[ip + 9] == 6
+            && (f[l4..l4 + 2] == port || f[l4 + 2..l4 + 4] == port);
         if ours {
             st.frames += 1;
             st.max_len = st.max_len.max(b.len());
-            if b.meta.gso_type() == GsoType::TcpV4 && b.meta.segment_size() > 0 && b.len() > 1514 {
+            // An L3 packet's metadata knows no L2 header.
+            assert_eq!(b.meta.offsets().outer_l3, Some(st.l3 as u16));
+            if b.meta.gso_type() == GsoType::TcpV4
+                && b.meta.segment_size() > 0
+                && b.len() > 1500 + st.l3
+            {
                 st.tcp4_gso += 1;
             }
             if b.meta.partial_slot().is_some() {
@@ -117,6 +127,7 @@ fn tcp_transfer(
     let data = payload(bytes, port as u8);
     let mut ab = DirStats {
         port,
+        l3: if a.kind() == "tun" { 0 } else { 14 },
         ..DirStats::default()
     };
     let mut ba = ab;
@@ -291,6 +302,64 @@ fn tap_ports_forward_kernel_tcp_with_gso_and_follow_feature_changes() {
     a.set_feature(Feature::TxCsumGeneric, true).unwrap();
     a.set_feature(Feature::Tso, true).unwrap();
     assert_eq!(a.offloads(), TUN_F_CSUM | TUN_F_TSO4);
+}
+
+/// Two TUN ports (L3 packets) forward kernel TCP with the kernel's TSO super-packets handed over
+/// as they are (`csum_start` / `hdr_len` counting from the IP header both ways), then, with TSO
+/// off on the receiving side, segmented in software by `tx_prepare` from the L3 metadata.
+#[test]
+fn tun_ports_forward_kernel_tcp_with_gso() {
+    root();
+    let ns_a = Netns::create("sltuna").unwrap();
+    let ns_b = Netns::create("sltunb").unwrap();
+    let cfg = TapPortConfig {
+        tun: true,
+        ..TapPortConfig::default()
+    };
+    let mut ports = Vec::new();
+    for (ns, ip) in [(&ns_a, "192.0.2.1/24"), (&ns_b, "192.0.2.2/24")] {
+        let name = format!("stn{}", unique_suffix());
+        let p = ns.enter(|| TapPort::open(&name, &cfg)).unwrap().unwrap();
+        assert_eq!((p.kind(), p.link()), ("tun", sluice_wire::LinkType::Ip));
+        assert!(
+            p.device().features.has(Feature::Tso),
+            "{}",
+            p.device().features
+        );
+        ns.run(&["ip", "addr", "add", ip, "dev", &name]).unwrap();
+        ns.link_up(&name).unwrap();
+        ports.push(p);
+    }
+    let (mut a, mut b) = (ports.remove(0), ports.remove(0));
+
+    // 1. Offloads on both: A's kernel sends TSO super-packets, B's kernel takes them as they are.
+    let (ab, ba) = tcp_transfer(&ns_a, &ns_b, &mut a, &mut b, 5011, 1 << 20);
+    assert!(
+        ab.tcp4_gso > 0,
+        "no TCPv4 GSO packet from the kernel: {ab:?}"
+    );
+    assert!(ab.max_len > 1500, "{ab:?}");
+    assert!(ab.sent_gso_work > 0, "no GSO work sent: {ab:?}");
+    assert!(ba.frames > 0, "{ba:?}");
+
+    // 2. TSO off on B: the super-packets from A are segmented in software for B.
+    b.set_feature(Feature::Tso, false).unwrap();
+    let (ab, _) = tcp_transfer(&ns_a, &ns_b, &mut a, &mut b, 5012, 1 << 18);
+    assert!(ab.tcp4_gso > 0, "{ab:?}");
+    assert_eq!(ab.sent_gso_work, 0, "{ab:?}");
+    assert!(
+        ab.sent > ab.frames,
+        "software GSO made more packets: {ab:?}"
+    );
+
+    // An Ethernet frame sent to an L3 port is refused and counted, not written.
+    let errors = b.drops().tx_errors;
+    let frame = udp4_frame(&[2; 6], &[4; 6], 1, 2, b"l2");
+    assert!(matches!(
+        b.send(&frame, &DeviceWork::default()),
+        Err(PortError::Unsendable(_))
+    ));
+    assert_eq!(b.drops().tx_errors, errors + 1);
 }
 
 /// Sets `UDP_SEGMENT` (UDP GSO) on a socket.

@@ -88,6 +88,7 @@ fn port_request(p: &StoredPort) -> Result<PortRequest, String> {
     let kind = match p.kind.as_str() {
         "tap" => PortKind::Tap,
         "afpacket" => PortKind::AfPacket,
+        "tun" => PortKind::Tun,
         other => return Err(format!("unknown port kind {other:?}")),
     };
     let flag = |key: &str, default: bool| -> Result<bool, String> {

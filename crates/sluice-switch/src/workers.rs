@@ -400,7 +400,9 @@ pub(crate) fn open_queues(
     let threads = threads.max(1);
     let open = || -> Result<Vec<Box<dyn Port>>, SwitchError> {
         match req.kind {
-            PortKind::Tap => open_tap(req, threads, persist),
+            PortKind::Tap => open_tap(req, threads, persist, false),
+            // A TUN is not made persistent (`Tap::delete_persistent` attaches as a TAP).
+            PortKind::Tun => open_tap(req, threads, false, true),
             PortKind::AfPacket => {
                 let cfg = AfPacketPortConfig::default();
                 let ports = AfPacketPort::open_queues(&req.name, &cfg, threads)
@@ -432,13 +434,16 @@ fn open_tap(
     req: &PortRequest,
     threads: usize,
     persist: bool,
+    tun: bool,
 ) -> Result<Vec<Box<dyn Port>>, SwitchError> {
     let cfg = TapPortConfig {
         offloads: req.offloads,
         persist,
+        tun,
         ..TapPortConfig::default()
     };
-    let err = |e: PortError| SwitchError::Port(format!("tap port {:?}: {e}", req.name));
+    let kind = req.kind.name();
+    let err = |e: PortError| SwitchError::Port(format!("{kind} port {:?}: {e}", req.name));
     match TapPort::open_queues(&req.name, &cfg, threads) {
         Ok(queues) => Ok(queues
             .into_iter()

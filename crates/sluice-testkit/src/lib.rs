@@ -2,7 +2,8 @@
 //!
 //! - [`oracle`]: the running kernel as the reference GSO ([`GsoOracle`]) and GRO
 //!   ([`GroOracle`]) implementation for the kernel-parity tests (method in
-//!   `docs/kernel-oracle.md`).
+//!   `docs/kernel-oracle.md`); for L3 packets through TUN devices, [`TunGsoOracle`] and
+//!   [`GroOracle`] with [`GroOracleConfig::l3`].
 //! - [`traffic`]: real kernel TCP/UDP between two namespaces with every byte verified (the
 //!   `sluice-traffic` crate, which `sluice demo` uses too, re-exported).
 //! - [`netns`]: test-only interface helpers on top of `sluice_ports::netns` (turn every offload
@@ -26,11 +27,13 @@
 pub mod frames;
 pub mod netns;
 pub mod oracle;
+pub mod oracle_tun;
 pub mod segments;
 pub mod tx_frames;
 pub mod wait;
 
 pub use oracle::{GroOracle, GroOracleConfig, GroOutput, GsoOracle, GsoOracleConfig, OracleError};
+pub use oracle_tun::TunGsoOracle;
 pub use sluice_traffic as traffic;
 pub use wait::wait_until;
 

@@ -11,7 +11,11 @@
 //!   whole burst is queued before the single poll and GRO sees it at once; the result is captured on the TAP itself with
 //!   `AF_PACKET` + `PACKET_VNET_HDR` (GSO type and size, checksum state).
 //!
-//! Both write a sentinel frame (ethertype [`SENTINEL_ETHERTYPE`], carrying a per-call nonce) after
+//! - [`TunGsoOracle`](crate::oracle_tun::TunGsoOracle) and [`GroOracle`] with [`GroOracleConfig::l3`]: the
+//!   same for L3 packets, through TUN devices (`IFF_TUN | IFF_NO_PI | IFF_VNET_HDR`).
+//!
+//! Both write a sentinel frame (ethertype [`SENTINEL_ETHERTYPE`], carrying a per-call nonce; on a
+//! TUN an IPv4 packet of protocol [`SENTINEL_IP_PROTO`]) after
 //! the input and read the capture up to it: every output is attributed to its input, and a frame
 //! the kernel accepted but dropped shows up as missing output rather than as a hang. Stray frames
 //! are drained before each call; each call waits at most [`TIMEOUT`].
@@ -33,6 +37,8 @@ use sluice_ports::tap::{Tap, TapConfig, TUN_F_ALL};
 
 /// Ethertype of the sentinel frame (IEEE 802 local experimental ethertype 1).
 pub const SENTINEL_ETHERTYPE: u16 = 0x88b6;
+/// IP protocol of the sentinel packet on a TUN (RFC 3692 experimental protocol 253).
+pub const SENTINEL_IP_PROTO: u8 = 253;
 /// How long a call waits for its sentinel (and, for GRO, for the NAPI poll).
 pub const TIMEOUT: Duration = Duration::from_secs(1);
 /// The NAPI poll budget: the most frames one [`GroOracle::coalesce`] burst may hold.
@@ -224,8 +230,8 @@ impl GsoOracle {
         let nonce = next_nonce();
         let zero = [0u8; 24];
         let zero = zero.get(..self.tap.vnet_hdr_len()).unwrap_or_default();
-        self.tap.write(zero, &sentinel(nonce))?;
-        let outputs = collect_until_sentinel(&self.capture, &mut buf, nonce)?;
+        self.tap.write(zero, &sentinel(false, nonce))?;
+        let outputs = collect_until_sentinel(&self.capture, &mut buf, false, nonce)?;
         Ok(outputs.into_iter().map(|o| o.frame).collect())
     }
 }
@@ -243,6 +249,9 @@ pub struct GroOracleConfig {
     /// verifies every L4 checksum itself and does not merge a frame whose checksum is wrong).
     /// Default: all-zero, the stricter and more informative one.
     pub data_valid: bool,
+    /// A TUN (`IFF_TUN`) instead of the TAP: the frames are IP packets with no Ethernet header,
+    /// and so are the outputs.
+    pub l3: bool,
 }
 
 /// One packet that came out of GRO.
@@ -278,6 +287,7 @@ impl GroOracle {
         let tap_config = TapConfig {
             vnet_hdr_len: GRO_VNET_HDR_LEN,
             napi: true,
+            tun: config.l3,
             ..TapConfig::default()
         };
         let tap = ns.enter(|| Tap::open(&name, &tap_config))??;
@@ -382,8 +392,11 @@ impl GroOracle {
                     )))
                 }
             }
-            if frame.len() < 14 {
+            if frame.len() < 14 && !self.config.l3 {
                 return Err(OracleError::Invalid("frame shorter than Ethernet".into()));
+            }
+            if frame.is_empty() {
+                return Err(OracleError::Invalid("empty packet".into()));
             }
             headers.push(h);
         }
@@ -432,12 +445,17 @@ impl GroOracle {
         }
         written?;
         let nonce = next_nonce();
-        self.tap.write(&[0u8; GRO_VNET_HDR_LEN], &sentinel(nonce))?;
-        collect_until_sentinel(&self.capture, &mut buf, nonce)
+        self.tap
+            .write(&[0u8; GRO_VNET_HDR_LEN], &sentinel(self.config.l3, nonce))?;
+        collect_until_sentinel(&self.capture, &mut buf, self.config.l3, nonce)
     }
 }
 
-fn write_or_refused(tap: &Tap, vnet_hdr: &[u8], frame: &[u8]) -> Result<(), OracleError> {
+pub(crate) fn write_or_refused(
+    tap: &Tap,
+    vnet_hdr: &[u8],
+    frame: &[u8],
+) -> Result<(), OracleError> {
     match tap.write(vnet_hdr, frame) {
         Ok(_) => Ok(()),
         Err(e) => match e.raw_os_error() {
@@ -449,13 +467,25 @@ fn write_or_refused(tap: &Tap, vnet_hdr: &[u8], frame: &[u8]) -> Result<(), Orac
 
 static NONCE: AtomicU64 = AtomicU64::new(1);
 
-fn next_nonce() -> u64 {
+pub(crate) fn next_nonce() -> u64 {
     NONCE.fetch_add(1, Ordering::Relaxed)
 }
 
-/// A 60-byte broadcast frame: ethertype [`SENTINEL_ETHERTYPE`], magic, nonce.
-fn sentinel(nonce: u64) -> [u8; 60] {
-    let mut f = [0u8; 60];
+/// The sentinel: a 60-byte broadcast frame (ethertype [`SENTINEL_ETHERTYPE`], magic, nonce), or
+/// with `l3` a 36-byte IPv4 packet (198.18.0.1 → 198.18.0.2, protocol [`SENTINEL_IP_PROTO`],
+/// magic, nonce).
+pub(crate) fn sentinel(l3: bool, nonce: u64) -> Vec<u8> {
+    if l3 {
+        let mut p = vec![0u8; 36];
+        p[..12].copy_from_slice(&[0x45, 0, 0, 36, 0, 0, 0x40, 0, 64, SENTINEL_IP_PROTO, 0, 0]);
+        p[12..20].copy_from_slice(&[198, 18, 0, 1, 198, 18, 0, 2]);
+        let csum = sluice_checksum::checksum(&p[..20]);
+        p[10..12].copy_from_slice(&csum.to_be_bytes());
+        p[20..28].copy_from_slice(SENTINEL_MAGIC);
+        p[28..36].copy_from_slice(&nonce.to_be_bytes());
+        return p;
+    }
+    let mut f = vec![0u8; 60];
     f[..6].fill(0xff);
     f[6..12].copy_from_slice(&[0x02, 0x53, 0x4c, 0x00, 0x00, 0x01]);
     f[12..14].copy_from_slice(&SENTINEL_ETHERTYPE.to_be_bytes());
@@ -464,14 +494,25 @@ fn sentinel(nonce: u64) -> [u8; 60] {
     f
 }
 
-/// The nonce of a sentinel frame, if `frame` is one.
-fn sentinel_nonce(frame: &[u8]) -> Option<u64> {
-    if frame.get(12..14)? != SENTINEL_ETHERTYPE.to_be_bytes()
-        || frame.get(14..22)? != SENTINEL_MAGIC
-    {
+/// The nonce of a sentinel frame (`l3`: packet), if `frame` is one.
+pub(crate) fn sentinel_nonce(l3: bool, frame: &[u8]) -> Option<u64> {
+    let magic = if l3 {
+        if frame.first()? >> 4 != 4 || *frame.get(9)? != SENTINEL_IP_PROTO {
+            return None;
+        }
+        20
+    } else {
+        if frame.get(12..14)? != SENTINEL_ETHERTYPE.to_be_bytes() {
+            return None;
+        }
+        14
+    };
+    if frame.get(magic..magic + 8)? != SENTINEL_MAGIC {
         return None;
     }
-    Some(u64::from_be_bytes(frame.get(22..30)?.try_into().ok()?))
+    Some(u64::from_be_bytes(
+        frame.get(magic + 8..magic + 16)?.try_into().ok()?,
+    ))
 }
 
 /// Reads `capture` until the sentinel with `nonce`; returns the frames before it (with their
@@ -480,6 +521,7 @@ fn sentinel_nonce(frame: &[u8]) -> Option<u64> {
 fn collect_until_sentinel(
     capture: &PacketSocket,
     buf: &mut [u8],
+    l3: bool,
     nonce: u64,
 ) -> Result<Vec<GroOutput>, OracleError> {
     let deadline = Instant::now() + TIMEOUT;
@@ -496,7 +538,7 @@ fn collect_until_sentinel(
             continue;
         }
         let frame = rx.frame(buf);
-        match sentinel_nonce(frame) {
+        match sentinel_nonce(l3, frame) {
             Some(n) if n == nonce => return Ok(out),
             Some(_) => continue,
             None => {}
@@ -584,16 +626,31 @@ mod tests {
 
     #[test]
     fn sentinel_round_trip() {
-        let s = sentinel(0x0102_0304_0506_0708);
-        assert_eq!(sentinel_nonce(&s), Some(0x0102_0304_0506_0708));
+        let s = sentinel(false, 0x0102_0304_0506_0708);
+        assert_eq!(sentinel_nonce(false, &s), Some(0x0102_0304_0506_0708));
         assert_eq!(&s[12..14], &[0x88, 0xb6]);
-        assert_eq!(sentinel_nonce(&s[..29]), None);
-        let mut other = s;
+        assert_eq!(sentinel_nonce(false, &s[..29]), None);
+        assert_eq!(sentinel_nonce(true, &s), None);
+        let mut other = s.clone();
         other[13] = 0xb5;
-        assert_eq!(sentinel_nonce(&other), None);
+        assert_eq!(sentinel_nonce(false, &other), None);
         let mut other = s;
         other[14] ^= 1;
-        assert_eq!(sentinel_nonce(&other), None);
+        assert_eq!(sentinel_nonce(false, &other), None);
+
+        let p = sentinel(true, 7);
+        assert_eq!(sentinel_nonce(true, &p), Some(7));
+        assert_eq!(sentinel_nonce(false, &p), None);
+        assert_eq!(
+            sluice_checksum::checksum(&p[..20]),
+            0,
+            "valid IPv4 header checksum"
+        );
+        let layout = sluice_wire::parse_with(&p, &sluice_wire::ParseConfig::L3).unwrap();
+        assert_eq!(layout.outer.l3_end, Some(36));
+        let mut other = p;
+        other[9] = 17;
+        assert_eq!(sentinel_nonce(true, &other), None);
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //!
 //! # What is parsed
 //!
+//! - With [`LinkType::Ip`] (TUN, raw-IP captures) the frame starts at an IP header whose version
+//!   nibble picks IPv4 or IPv6; there is no L2 header and the walk goes on as below from L3.
 //! - Ethernet II (14 bytes), then VLAN tags while the EtherType is a TPID (0x8100, 0x88a8,
 //!   0x9100). A tag's [`Layer::Vlan`] offset is the offset of its TPID field (12 for the first
 //!   tag), so that the tag's 4 bytes are TPID and TCI, as 802.1Q draws them. An 802.3 length or an
@@ -361,7 +363,21 @@ impl PortSet {
     }
 }
 
-/// Parser settings: which UDP destination ports mean VXLAN and Geneve.
+/// What a frame starts with: the link type of the packets handed to the parser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LinkType {
+    /// An Ethernet II header (TAP, veth, `AF_PACKET`; pcap link type 1).
+    #[default]
+    Ethernet,
+    /// An IP header with no L2 header before it (TUN, pcap link types RAW 101, IPV4 228,
+    /// IPV6 229): the version nibble of the first byte picks IPv4 (4) or IPv6 (6); any other
+    /// value is [`Reason::BadVersion`] at offset 0. [`Headers::l2`] is `None` and
+    /// [`Headers::ethertype`] the EtherType the version stands for.
+    Ip,
+}
+
+/// Parser settings: what a frame starts with, and which UDP destination ports mean VXLAN and
+/// Geneve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParseConfig {
     /// UDP destination ports decoded as VXLAN (default: 4789).
@@ -370,6 +386,8 @@ pub struct ParseConfig {
     pub geneve_ports: PortSet,
     /// Whether to descend into tunnels at all (default: true).
     pub parse_tunnels: bool,
+    /// What the frame starts with (default: [`LinkType::Ethernet`]).
+    pub link: LinkType,
 }
 
 impl ParseConfig {
@@ -378,7 +396,17 @@ impl ParseConfig {
         vxlan_ports: PortSet::one(crate::VXLAN_PORT),
         geneve_ports: PortSet::one(crate::GENEVE_PORT),
         parse_tunnels: true,
+        link: LinkType::Ethernet,
     };
+
+    /// The default configuration for L3 packets (TUN, raw-IP captures): frames start at an IP
+    /// header ([`LinkType::Ip`]); VXLAN on 4789, Geneve on 6081, tunnels parsed.
+    pub const L3: ParseConfig = ParseConfig::DEFAULT.with_link(LinkType::Ip);
+
+    /// This configuration with frames starting as `link` says.
+    pub const fn with_link(self, link: LinkType) -> ParseConfig {
+        ParseConfig { link, ..self }
+    }
 
     /// The default configuration with more VXLAN and Geneve UDP ports (the defaults stay).
     /// The error names the tunnel whose [`PortSet`] is full: `too many VXLAN ports (at most N)`.
@@ -405,7 +433,8 @@ impl Default for ParseConfig {
     }
 }
 
-/// Parses an Ethernet frame with the default [`ParseConfig`].
+/// Parses an Ethernet frame with the default [`ParseConfig`] (for an L3 packet, use
+/// [`parse_with`] and [`ParseConfig::L3`]).
 ///
 /// ```
 /// use sluice_wire::{parse, L3Kind, Layer};
@@ -432,7 +461,8 @@ pub fn parse(frame: &[u8]) -> Result<Layout, ParseError> {
     parse_with(frame, &ParseConfig::DEFAULT)
 }
 
-/// Parses an Ethernet frame with the given configuration.
+/// Parses a frame (Ethernet, or an IP packet with [`LinkType::Ip`]) with the given
+/// configuration.
 ///
 /// ```
 /// use sluice_wire::{parse, parse_with, ParseConfig, TunnelKind};
@@ -533,7 +563,11 @@ fn walk(frame: &[u8], cfg: &ParseConfig, layout: &mut Layout) -> Result<(), Pars
         tunnels: cfg.parse_tunnels,
         layers: &mut layout.layers,
     };
-    let next = outer.stack(frame, Start::Eth(0), &mut layout.outer)?;
+    let start = match cfg.link {
+        LinkType::Ethernet => Start::Eth(0),
+        LinkType::Ip => ip_start(frame)?,
+    };
+    let next = outer.stack(frame, start, &mut layout.outer)?;
     if let Next::Tunnel(tunnel, inner) = next {
         layout.tunnel = Some(tunnel);
         if let Some((start, end)) = inner {
@@ -896,6 +930,26 @@ fn inner_start(proto: u16, off: usize, end: usize) -> Option<(Start, usize)> {
         crate::ethertype::TEB => Some((Start::Eth(off), end)),
         crate::ethertype::IPV4 | crate::ethertype::IPV6 => Some((Start::Ip(off, proto), end)),
         _ => None,
+    }
+}
+
+/// Where the stack of an L3 packet ([`LinkType::Ip`]) starts: its version nibble picks the
+/// EtherType.
+#[cold]
+#[inline(never)]
+fn ip_start(frame: &[u8]) -> Result<Start, ParseError> {
+    match frame.first().map(|b| b >> 4) {
+        Some(4) => Ok(Start::Ip(0, crate::ethertype::IPV4)),
+        Some(6) => Ok(Start::Ip(0, crate::ethertype::IPV6)),
+        Some(v) => Err(error(Layer::Ipv4, 0, Reason::BadVersion(v))),
+        None => Err(error(
+            Layer::Ipv4,
+            0,
+            Reason::Truncated {
+                need: ipv4::HEADER_LEN,
+                have: 0,
+            },
+        )),
     }
 }
 

@@ -11,7 +11,8 @@
 //! [`bytes::OutOfRange`] on a write that does not fit) that the views and the other Sluice crates
 //! share.
 //!
-//! [`parse`] walks a whole frame (Ethernet, a VLAN stack of up to [`MAX_VLAN_DEPTH`] tags, IPv4 or
+//! [`parse`] walks a whole frame (Ethernet — or, with [`LinkType::Ip`], an IP packet with no L2
+//! header, as TUN devices and raw-IP captures carry — a VLAN stack of up to [`MAX_VLAN_DEPTH`] tags, IPv4 or
 //! IPv6 with extension headers, TCP/UDP/SCTP/ICMP/ICMPv6, and one level of VXLAN/Geneve/GRE
 //! tunnelling) and returns a [`Layout`] of offsets. Malformed input yields a [`ParseError`] naming
 //! the layer, the offset and the reason; this crate never panics on packet bytes.
@@ -42,8 +43,9 @@ pub mod vxlan;
 
 pub use error::{ParseError, Reason};
 pub use layout::{
-    parse, parse_partial, parse_with, Headers, L3Kind, Layer, LayerList, Layout, ParseConfig,
-    PortSet, Tunnel, TunnelKind, VlanStack, VlanTag, MAX_IPV6_EXT, MAX_LAYERS, MAX_VLAN_DEPTH,
+    parse, parse_partial, parse_with, Headers, L3Kind, Layer, LayerList, Layout, LinkType,
+    ParseConfig, PortSet, Tunnel, TunnelKind, VlanStack, VlanTag, MAX_IPV6_EXT, MAX_LAYERS,
+    MAX_VLAN_DEPTH,
 };
 
 /// EtherType values Sluice understands.

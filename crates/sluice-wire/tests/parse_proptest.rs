@@ -28,6 +28,7 @@ fn config(kind: u8) -> ParseConfig {
                 vxlan_ports: vxlan,
                 geneve_ports: geneve,
                 parse_tunnels: true,
+                link: sluice_wire::LinkType::Ethernet,
             }
         }
         _ => ParseConfig {

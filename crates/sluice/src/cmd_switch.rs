@@ -302,6 +302,8 @@ pub enum KindArg {
     Tap,
     /// AF_PACKET on an existing interface.
     Afpacket,
+    /// TUN with virtio_net_hdr: an L3 port (IP packets, no Ethernet header).
+    Tun,
 }
 
 /// Runs `sluice port …`.
@@ -320,6 +322,7 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
                 match kind {
                     KindArg::Tap => PortKind::Tap,
                     KindArg::Afpacket => PortKind::AfPacket,
+                    KindArg::Tun => PortKind::Tun,
                 },
             );
             r.number = number;

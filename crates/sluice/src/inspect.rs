@@ -7,9 +7,11 @@
 use anyhow::{Context, Result};
 use serde::Serialize;
 use sluice_packet::verify::{verify_frame, Verdict, Verdicts};
-use sluice_pcap::{CaptureReader, Frame, LinkType};
+use sluice_pcap::{CaptureReader, Frame, LinkType as CaptureLink};
 use sluice_wire::bytes::read_u16;
-use sluice_wire::{parse_partial, Headers, L3Kind, Layout, ParseConfig, ParseError, VlanStack};
+use sluice_wire::{
+    parse_partial, Headers, L3Kind, Layout, LinkType, ParseConfig, ParseError, VlanStack,
+};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -148,24 +150,39 @@ fn verdict_name(v: Verdict) -> &'static str {
     }
 }
 
-/// Builds the report of one Ethernet frame.
+/// How to parse a frame of link type `linktype`: Ethernet as `cfg` says, raw IP (RAW 101,
+/// IPV4 228, IPV6 229) from its IP header ([`LinkType::Ip`]); `None` for any other link type.
+pub fn link_config(linktype: CaptureLink, cfg: &ParseConfig) -> Option<ParseConfig> {
+    match linktype {
+        CaptureLink::Ethernet => Some(*cfg),
+        CaptureLink::RawIp | CaptureLink::Ipv4 | CaptureLink::Ipv6 => {
+            Some(cfg.with_link(LinkType::Ip))
+        }
+        _ => None,
+    }
+}
+
+/// Builds the report of one frame (Ethernet, or an IP packet of a raw-IP capture).
 pub fn report(index: u64, frame: &Frame, cfg: &ParseConfig) -> FrameReport {
     let data = &frame.data;
-    let (layout, error) = if frame.linktype == LinkType::Ethernet {
-        parse_partial(data, cfg)
-    } else {
-        (Layout::default(), None)
+    let link_cfg = link_config(frame.linktype, cfg);
+    let (layout, error) = match &link_cfg {
+        Some(c) => parse_partial(data, c),
+        None => (Layout::default(), None),
     };
-    let verdicts = if frame.linktype == LinkType::Ethernet {
+    let verdicts = if link_cfg.is_some() {
         verify_frame(data, &layout)
     } else {
         Verdicts::default()
     };
-    let error = if frame.linktype != LinkType::Ethernet {
+    let error = if link_cfg.is_none() {
         Some(ErrorJson {
             layer: "link",
             offset: 0,
-            reason: format!("link type {} is not Ethernet", frame.linktype),
+            reason: format!(
+                "link type {:?} is neither Ethernet nor raw IP",
+                frame.linktype
+            ),
         })
     } else {
         error.map(|e: ParseError| ErrorJson {
@@ -328,8 +345,8 @@ pub fn human_line(
     let rel = frame.timestamp.saturating_sub(t0).as_secs_f64();
     let mut out = format!("{index:6} {rel:>10.6} {:5}B ", r.len);
     out.push_str(&r.layers.join("/"));
-    if frame.linktype == LinkType::Ethernet {
-        let (layout, _) = parse_partial(&frame.data, cfg);
+    if let Some(cfg) = link_config(frame.linktype, cfg) {
+        let (layout, _) = parse_partial(&frame.data, &cfg);
         describe_stack(&mut out, &frame.data, &layout.outer);
         if let Some(t) = layout.tunnel {
             let _ = write!(out, " | {}", t.kind.name());

@@ -134,28 +134,81 @@ fn pcapng_gives_the_same_report_as_pcap() {
     assert_eq!(ng, classic);
 }
 
-#[test]
-fn non_ethernet_link_type_is_reported_not_skipped() {
-    let path = tmp("raw.pcap");
-    {
-        let file = std::fs::File::create(&path).expect("create");
-        let header = PcapHeader {
-            datalink: DataLink::RAW,
-            ..PcapHeader::default()
-        };
-        let mut w = PcapWriter::with_header(file, header).expect("writer");
-        let ip = [
-            0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
-        ];
-        w.write_packet(&PcapPacket::new(std::time::Duration::ZERO, 20, &ip))
-            .expect("write");
+/// Writes a classic pcap of link type `datalink` holding `packets`.
+fn write_capture(path: &Path, datalink: DataLink, packets: &[&[u8]]) {
+    let file = std::fs::File::create(path).expect("create");
+    let header = PcapHeader {
+        datalink,
+        ..PcapHeader::default()
+    };
+    let mut w = PcapWriter::with_header(file, header).expect("writer");
+    for p in packets {
+        w.write_packet(&PcapPacket::new(
+            std::time::Duration::ZERO,
+            p.len() as u32,
+            p,
+        ))
+        .expect("write");
     }
+}
+
+/// An IPv4/UDP and an IPv6/TCP packet with correct checksums, for the raw-IP link types.
+fn raw_ip_packets() -> (Vec<u8>, Vec<u8>) {
+    use sluice_testkit::segments::Seg;
+    (
+        Seg::udp4(100, 0).build()[14..].to_vec(),
+        Seg::tcp6(7, 100).build()[14..].to_vec(),
+    )
+}
+
+#[test]
+fn raw_ip_link_types_parse_from_the_ip_header() {
+    let (v4, v6) = raw_ip_packets();
+    for (name, datalink) in [
+        ("raw", DataLink::RAW),
+        ("ipv4", DataLink::IPV4),
+        ("ipv6", DataLink::IPV6),
+    ] {
+        let path = tmp(&format!("{name}.pcap"));
+        write_capture(&path, datalink, &[&v4, &v6]);
+        let out = inspect(&path, true);
+        let human = inspect(&path, false);
+        let _ = std::fs::remove_file(&path);
+        assert!(out.status.success(), "{name}");
+        let lines = json_lines(&out);
+        assert_eq!(lines.len(), 2, "{name}");
+        assert!(
+            lines.iter().all(|l| l["error"].is_null()),
+            "{name}: {lines:?}"
+        );
+        assert_eq!(lines[0]["layers"], serde_json::json!(["ipv4", "udp"]));
+        assert_eq!(lines[0]["offsets"]["l3"], 0);
+        assert_eq!(lines[0]["offsets"]["l4"], 20);
+        assert_eq!(lines[0]["csum"]["ip"], "good");
+        assert_eq!(lines[0]["csum"]["l4"], "good");
+        assert_eq!(lines[1]["layers"], serde_json::json!(["ipv6", "tcp"]));
+        assert_eq!(lines[1]["offsets"]["l4"], 40);
+        assert_eq!(lines[1]["csum"]["l4"], "good");
+        let text = String::from_utf8_lossy(&human.stdout);
+        assert!(
+            text.contains("ipv4/udp") && text.contains("ipv6/tcp"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn other_link_types_are_reported_not_skipped() {
+    let path = tmp("sll.pcap");
+    write_capture(&path, DataLink::LINUX_SLL, &[&[0u8; 40]]);
     let out = inspect(&path, true);
     let _ = std::fs::remove_file(&path);
     assert!(out.status.success());
     let lines = json_lines(&out);
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["error"]["layer"], "link");
+    let reason = lines[0]["error"]["reason"].as_str().expect("reason");
+    assert!(reason.contains("neither Ethernet nor raw IP"), "{reason}");
     assert_eq!(lines[0]["layers"], serde_json::json!([]));
 }
 

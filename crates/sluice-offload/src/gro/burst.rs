@@ -321,7 +321,7 @@ impl GroEngine {
     /// returns `false` having left nothing the general pass depends on (its output is cleared;
     /// links are rewritten before they are used), and the caller runs the general pass.
     pub(super) fn simple_burst(&mut self, frames: &[&[u8]], metas: &[OffloadMeta]) -> bool {
-        if !self.cfg.tcp
+        if !self.fast_lanes
             || frames.is_empty()
             || frames.len() > SIMPLE_MAX
             || metas.len() < frames.len()

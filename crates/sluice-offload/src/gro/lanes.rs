@@ -130,7 +130,7 @@ impl GroEngine {
         now: u64,
         lane: Lane,
     ) {
-        if self.cfg.tcp {
+        if self.fast_lanes {
             let known = match lane {
                 Lane::NoFlow(hash) => Some(hash),
                 _ => None,
@@ -443,7 +443,7 @@ impl GroEngine {
     /// (including every refusal) is left to the slow path, which counts it. Returns whether the
     /// frame was consumed.
     pub(super) fn try_fast(&mut self, frame: &[u8], meta: &OffloadMeta) -> bool {
-        if !self.cfg.tcp {
+        if !self.fast_lanes {
             return false;
         }
         let mut hit = None;

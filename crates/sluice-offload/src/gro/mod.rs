@@ -207,7 +207,7 @@ use std::collections::VecDeque;
 
 use sluice_packet::OffloadMeta;
 
-use sluice_wire::ParseConfig;
+use sluice_wire::{LinkType, ParseConfig};
 
 /// Engine settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,7 +226,10 @@ pub struct GroConfig {
     /// Verify `Unknown` checksums in software before merging (default on). When off, only
     /// segments whose metadata says `Good` or `Partial` are merged.
     pub verify_checksums: bool,
-    /// Which UDP ports are VXLAN and Geneve, and whether tunnels are merged at all.
+    /// Which UDP ports are VXLAN and Geneve, whether tunnels are merged at all, and what frames
+    /// start with: Ethernet (default) or, with [`LinkType::Ip`] ([`ParseConfig::L3`]), an IP
+    /// header, as TUN devices give them (those take the general path; the fast lanes read
+    /// Ethernet frames).
     pub parse: ParseConfig,
 }
 
@@ -361,6 +364,10 @@ pub struct GroPacket {
 #[derive(Debug)]
 pub struct GroEngine {
     cfg: GroConfig,
+    /// Whether the fast lanes run: TCP merging on, and Ethernet frames (they read the plain
+    /// shapes at fixed offsets behind a 14-byte Ethernet header). L3 packets
+    /// ([`LinkType::Ip`]) take the general path only.
+    fast_lanes: bool,
     /// Held packets' records, reused in place (never moved): at most `max_flows`.
     slab: Vec<Held>,
     /// Slab indices of the held packets in arrival order of their first segments. A held
@@ -398,6 +405,7 @@ impl GroEngine {
             OffloadMeta::from_layout(&plain_layout(Plain::V6)),
         ];
         GroEngine {
+            fast_lanes: cfg.tcp && cfg.parse.link == LinkType::Ethernet,
             plain_meta,
             slab: Vec::with_capacity(cfg.max_flows),
             order: Vec::with_capacity(cfg.max_flows),
@@ -558,7 +566,7 @@ impl GroEngine {
     /// ([`GroConfig::verify_checksums`], read by the lanes that settle checksums).
     #[inline(always)]
     fn step<const ZERO_COPY: bool>(&mut self, frame: &[u8], meta: &OffloadMeta, now: u64) {
-        let lane = if !self.cfg.tcp {
+        let lane = if !self.fast_lanes {
             Lane::Other
         } else if ZERO_COPY && self.tight_join(frame, meta) {
             Lane::Joined

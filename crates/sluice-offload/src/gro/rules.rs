@@ -287,6 +287,14 @@ pub(super) fn fits_64k(held_len: usize, len: usize) -> bool {
     held_len + len <= MAX_IP_LEN + ETH_HLEN
 }
 
+/// [`fits_64k`] for a held frame whose outer IP header is at `l3`: an Ethernet frame (`l3` at
+/// least 14) counts its 14-byte Ethernet header out as Linux does, an L3 packet (`l3` 0, as a
+/// TUN device gives it) nothing.
+#[inline(always)]
+pub(super) fn fits_64k_at(held_len: usize, l3: usize, len: usize) -> bool {
+    held_len + len <= MAX_IP_LEN + l3.min(ETH_HLEN)
+}
+
 // ---- Finishing ----
 
 /// Whether a TCP segment's flags finish its packet (PSH, FIN, URG, RST, SYN): it joins if it
@@ -423,7 +431,7 @@ pub(super) fn decide(h: &mut Held, frame: &[u8], info: &Info) -> Option<Decision
             ip_flush = true;
         }
     }
-    let too_big = !fits_64k(h.len, len);
+    let too_big = !fits_64k_at(h.len, h.info.l3[0], len);
     match info.proto? {
         Proto::Tcp => {
             let mismatch = carries_cwr(info.flags)
@@ -505,6 +513,13 @@ mod tests {
         assert!(fits_64k(held, 10));
         assert!(!fits_64k(held, 11));
         assert!(fits_64k(54 + 1448, 1448));
+        // The same with the IP header at 14 or behind VLAN tags; an L3 packet has no Ethernet
+        // header to count out.
+        for l3 in [14, 18, 22] {
+            assert!(fits_64k_at(held, l3, 10) && !fits_64k_at(held, l3, 11));
+        }
+        assert!(fits_64k_at(MAX_IP_LEN - 10, 0, 10));
+        assert!(!fits_64k_at(MAX_IP_LEN - 10, 0, 11));
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub enum PortKind {
     /// An existing interface (e.g. a veth end) attached with an `AF_PACKET` socket.
     #[serde(alias = "af_packet")]
     AfPacket,
+    /// A TUN device the switch creates (or attaches to) with `virtio_net_hdr`: an L3 port (IP
+    /// packets, no Ethernet header; see `docs/ports.md`). Not kept across restarts.
+    Tun,
 }
 
 impl PortKind {
@@ -60,6 +63,7 @@ impl PortKind {
         match self {
             PortKind::Tap => "tap",
             PortKind::AfPacket => "afpacket",
+            PortKind::Tun => "tun",
         }
     }
 }

@@ -39,8 +39,15 @@ fn with_ports(
     let mut dp = Datapath::new(t.reader(), DatapathConfig::default());
     let (pa, ha) = MemPort::new("a", a);
     let (pb, hb) = MemPort::new("b", b);
-    dp.add_port(1, Box::new(pa), PortOptions { gro: gro_a })
-        .expect("add a");
+    dp.add_port(
+        1,
+        Box::new(pa),
+        PortOptions {
+            gro: gro_a,
+            ..PortOptions::default()
+        },
+    )
+    .expect("add a");
     dp.add_port(2, Box::new(pb), PortOptions::default())
         .expect("add b");
     (dp, ha, hb)

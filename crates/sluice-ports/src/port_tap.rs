@@ -270,7 +270,7 @@ pub fn tap_device(tun_f: u32, mtu: u32) -> Device {
         features: f,
         vlan_features: f,
         hw_enc_features: f,
-        multi_tag: false,
+        vlan_depth: 1,
         gso_max_size: TAP_GSO_MAX_SIZE,
         gso_max_segs: 65535,
         mtu,

@@ -47,6 +47,10 @@ struct DirStats {
     sent_csum_work: usize,
     sent: usize,
     dropped: usize,
+    /// VXLAN frames carrying an inner TCP GSO super-frame (any connection).
+    tunnel_gso: usize,
+    /// VXLAN super-frames sent whole (GSO work on a tunnelled frame).
+    sent_tunnel_gso_work: usize,
 }
 
 /// Receives a batch from `src` and sends it to `dst` the way the datapath does
@@ -64,6 +68,10 @@ fn forward(
     for b in bufs.drain(..) {
         // Count only this transfer's frames (a previous connection's last ACK may still come).
         let f = b.frame();
+        let tunnelled = b.meta.tunnel().is_some();
+        if tunnelled && b.meta.gso_type() != GsoType::None && b.len() > 1514 {
+            st.tunnel_gso += 1;
+        }
         let port = st.port.to_be_bytes();
         let ours = f.len() >= 38 && f[23] == 6 && (f[34..36] == port || f[36..38] == port);
         if ours {
@@ -78,6 +86,9 @@ fn forward(
         }
         let dev = dst.device();
         let mut send = |f: &[u8], w: &DeviceWork, st: &mut DirStats| {
+            if tunnelled && w.gso.is_some() {
+                st.sent_tunnel_gso_work += 1;
+            }
             if ours {
                 st.sent += 1;
                 st.sent_gso_work += usize::from(w.gso.is_some());
@@ -291,6 +302,101 @@ fn tap_ports_forward_kernel_tcp_with_gso_and_follow_feature_changes() {
     a.set_feature(Feature::TxCsumGeneric, true).unwrap();
     a.set_feature(Feature::Tso, true).unwrap();
     assert_eq!(a.offloads(), TUN_F_CSUM | TUN_F_TSO4);
+}
+
+/// Issue 16: TAP ports with `TUN_F_UDP_TUNNEL_GSO` (24-byte `virtio_net_hdr_v1_hash_tunnel`).
+/// Each namespace has a kernel VXLAN device (VNI 42, outer UDP checksum off) over its TAP; a
+/// TCP stream over the VXLAN devices crosses the forwarder. The kernel hands A whole VXLAN
+/// super-frames (tunnel and inner TCP GSO in the metadata), B's device takes them whole (the
+/// header carries the tunnel bits and offsets), and B's kernel segments, decapsulates and
+/// delivers every byte.
+#[test]
+fn tap_ports_carry_vxlan_super_frames_whole_both_ways() {
+    root();
+    let stage = Netns::create("slpstage").unwrap();
+    let ns_a = Netns::create("slpa").unwrap();
+    let ns_b = Netns::create("slpb").unwrap();
+    let name_a = format!("sva{}", unique_suffix());
+    let name_b = format!("svb{}", unique_suffix());
+    let cfg = TapPortConfig {
+        udp_tunnel_gso: true,
+        ..TapPortConfig::default()
+    };
+    let mut a = stage
+        .enter(|| TapPort::open(&name_a, &cfg))
+        .unwrap()
+        .unwrap();
+    let mut b = stage
+        .enter(|| TapPort::open(&name_b, &cfg))
+        .unwrap()
+        .unwrap();
+    for p in [&a, &b] {
+        assert_eq!(
+            p.hdr_format(),
+            sluice_packet::virtio::HdrFormat::V1HashTunnel,
+            "the kernel refused TUN_F_UDP_TUNNEL_GSO: {:#x}",
+            p.supported_offloads()
+        );
+        assert!(p.device().hw_enc_features.has(Feature::UdpTnl));
+    }
+    for (port, ns, under, local, remote, ip) in [
+        (
+            &a,
+            &ns_a,
+            "198.51.100.1/24",
+            "198.51.100.1",
+            "198.51.100.2",
+            "192.0.2.1/24",
+        ),
+        (
+            &b,
+            &ns_b,
+            "198.51.100.2/24",
+            "198.51.100.2",
+            "198.51.100.1",
+            "192.0.2.2/24",
+        ),
+    ] {
+        let n = port.ifname();
+        stage
+            .run(&["ip", "link", "set", n, "netns", ns.name()])
+            .unwrap();
+        ns.run(&["ip", "addr", "add", under, "dev", n]).unwrap();
+        ns.link_up(n).unwrap();
+        ns.run(&[
+            "ip",
+            "link",
+            "add",
+            "vx42",
+            "type",
+            "vxlan",
+            "id",
+            "42",
+            "local",
+            local,
+            "remote",
+            remote,
+            "dstport",
+            "4789",
+            "dev",
+            n,
+            "noudpcsum",
+        ])
+        .unwrap();
+        ns.run(&["ip", "addr", "add", ip, "dev", "vx42"]).unwrap();
+        ns.link_up("vx42").unwrap();
+    }
+    let (ab, _) = tcp_transfer(&ns_a, &ns_b, &mut a, &mut b, 5011, 2 << 20);
+    assert!(
+        ab.tunnel_gso > 0,
+        "no VXLAN super-frame from the kernel: {ab:?}"
+    );
+    assert!(ab.max_len <= 1514 || ab.tunnel_gso > 0);
+    assert!(
+        ab.sent_tunnel_gso_work > 0,
+        "no VXLAN super-frame written whole: {ab:?}"
+    );
+    assert_eq!(ab.dropped, 0, "{ab:?}");
 }
 
 /// Sets `UDP_SEGMENT` (UDP GSO) on a socket.

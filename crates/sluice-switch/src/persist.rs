@@ -4,10 +4,10 @@
 //! `docs/control.md` ("Durable state").
 //!
 //! What is stored: each port (handle, name, number, kind, and the settings `gro`, `offloads`,
-//! `netns`, `gro_tunnel`, `gro_udp` and the overrides `vlan_depth`, `envelope`, `gso_max_size`,
-//! `gso_max_segs`) with the feature overrides the operator set (long ethtool names), and each rule
-//! as the text the client sent (the match bytes; the action bytes are empty) with its priority
-//! and handle. Counters are not stored.
+//! `netns`, `udp_tunnel_gso`, `gro_tunnel`, `gro_udp` and the overrides `vlan_depth`,
+//! `envelope`, `gso_max_size`, `gso_max_segs`) with the feature overrides the operator set
+//! (long ethtool names), and each rule as the text the client sent (the match bytes; the action
+//! bytes are empty) with its priority and handle. Counters are not stored.
 //!
 //! Order of a change: apply it to the switch, commit it, answer. When the commit fails the
 //! change is undone (a port closed again, rules deleted or put back with their handles,
@@ -82,6 +82,7 @@ fn stored_settings(req: &PortRequest) -> BTreeMap<String, String> {
     settings.insert("gro".to_string(), req.gro.to_string());
     settings.insert("offloads".to_string(), req.offloads.to_string());
     settings.insert("gro_tunnel".to_string(), req.gro_tunnel.to_string());
+    settings.insert("udp_tunnel_gso".to_string(), req.udp_tunnel_gso.to_string());
     settings.insert("gro_udp".to_string(), req.gro_udp.to_string());
     if let Some(ns) = &req.netns {
         settings.insert("netns".to_string(), ns.clone());
@@ -121,6 +122,7 @@ fn port_request(p: &StoredPort) -> Result<PortRequest, String> {
         offloads: flag("offloads", true)?,
         netns: p.settings.get("netns").cloned(),
         gro_tunnel: flag("gro_tunnel", true)?,
+        udp_tunnel_gso: flag("udp_tunnel_gso", true)?,
         gro_udp: flag("gro_udp", false)?,
         ..PortRequest::new(&p.name, kind)
     };

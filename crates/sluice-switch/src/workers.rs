@@ -405,6 +405,7 @@ fn open_tap(
     let cfg = TapPortConfig {
         offloads: req.offloads,
         persist,
+        udp_tunnel_gso: req.udp_tunnel_gso,
         ..TapPortConfig::default()
     };
     let err = |e: PortError| SwitchError::Port(format!("tap port {:?}: {e}", req.name));

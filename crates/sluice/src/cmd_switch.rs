@@ -359,6 +359,10 @@ pub enum PortCmd {
         /// Start with every offload off.
         #[arg(long)]
         no_offloads: bool,
+        /// TAP: keep the 12-byte virtio_net_hdr (no UDP-tunnel GSO: VXLAN / Geneve
+        /// super-frames are segmented before they cross the TAP).
+        #[arg(long)]
+        no_udp_tunnel_gso: bool,
         /// Open the port inside this network namespace (`ip netns` name).
         #[arg(long)]
         netns: Option<String>,
@@ -423,6 +427,7 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
             number,
             gro,
             no_offloads,
+            no_udp_tunnel_gso,
             netns,
             settings,
         } => {
@@ -436,6 +441,7 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
             r.number = number;
             r.gro = gro;
             r.offloads = !no_offloads;
+            r.udp_tunnel_gso = !no_udp_tunnel_gso;
             r.netns = netns;
             for (k, v) in parse_settings(&settings)? {
                 r.set(&k, &v).map_err(anyhow::Error::msg)?;

@@ -174,6 +174,13 @@ fn port_settings_steer_segmentation_and_survive_a_restart() {
     ns_ip(&nb, &["addr", "add", "10.212.0.2/24", "dev", &tb]);
     ns_ip(&nb, &["link", "set", &tb, "mtu", "1400", "up"]);
 
+    // TAPs negotiate UDP-tunnel GSO (24-byte vnet header) by default.
+    let has_tnl = |d: &Daemon, name: &str| {
+        d.ok(json!({"cmd": "port_show", "name": name}))["features"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|n| n == "tx-udp_tnl-segmentation"))
+    };
+    assert!(has_tnl(&d, &ta) && has_tnl(&d, &tb));
     // The AF_PACKET port's default: any number of tags; the QinQ super-frames go out whole.
     let shown = d.ok(json!({"cmd": "port_show", "name": x}));
     assert_eq!(shown["settings"]["vlan_depth"], 8, "{shown}");
@@ -234,6 +241,7 @@ fn port_settings_steer_segmentation_and_survive_a_restart() {
     let d = Daemon::start(&sock, &db);
     let shown = d.ok(json!({"cmd": "port_show", "name": x}));
     assert_eq!(shown["settings"], want);
+    assert!(has_tnl(&d, &ta), "the restored TAP lost UDP-tunnel GSO");
     wait_until(
         "the restored TAPs carry traffic",
         Duration::from_secs(20),

@@ -89,6 +89,11 @@ pub struct PortRequest {
     /// Open the port inside this named network namespace (`ip netns` name).
     #[serde(default)]
     pub netns: Option<String>,
+    /// TAP: negotiate UDP-tunnel GSO with the 24-byte `virtio_net_hdr` (default on; the
+    /// 12-byte header where the kernel refuses it), so VXLAN / Geneve super-frames cross the
+    /// TAP whole. Set when the port is opened.
+    #[serde(default = "default_true")]
+    pub udp_tunnel_gso: bool,
     /// GRO merges tunnelled (VXLAN, Geneve, GRE) packets by their inner flow (default on).
     #[serde(default = "default_true")]
     pub gro_tunnel: bool,
@@ -123,6 +128,7 @@ impl PortRequest {
             gro: false,
             offloads: true,
             netns: None,
+            udp_tunnel_gso: true,
             gro_tunnel: true,
             gro_udp: false,
             vlan_depth: None,

@@ -72,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mtu = u32::from(u16::from_le_bytes([head[6], head[7]])).max(68);
     let mut dev_b = Device::new(features).with_mtu(mtu);
-    dev_b.multi_tag = head[1] & 4 != 0;
+    dev_b.vlan_depth = (head[1] >> 2) & 3;
     let gro = head[1] & 1 != 0;
     let mut cfg = DatapathConfig::default();
     cfg.gro.udp = head[1] & 2 != 0;
@@ -80,7 +80,10 @@ fuzz_target!(|data: &[u8]| {
     let mut dp = Datapath::new(table.reader(), cfg);
     let (pa, ha) = MemPort::new("a", Device::new(Features::ALL));
     let (pb, hb) = MemPort::new("b", dev_b);
-    dp.add_port(1, Box::new(pa), PortOptions { gro })
+    dp.add_port(1, Box::new(pa), PortOptions {
+            gro,
+            ..PortOptions::default()
+        })
         .expect("add a");
     dp.add_port(2, Box::new(pb), PortOptions::default())
         .expect("add b");

@@ -35,9 +35,9 @@ use crate::port::{Port, PortControl, PortDrops, PortError, PortState};
 use crate::rule_stats::{self, RuleCounters};
 use sluice_coverage::{counter, Counter};
 use sluice_flow::{Action, ExactCache, FlowKey, Reader};
-use sluice_offload::features::{Device, Feature, Features};
+use sluice_offload::features::{Device, DeviceLimits, Feature, Features};
 use sluice_offload::gro::{GroConfig, GroEngine, GroStats};
-use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket};
+use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket, TxSteps};
 use sluice_wire::{LinkType, ParseConfig};
 use std::fmt;
 use std::os::fd::RawFd;
@@ -129,10 +129,30 @@ impl Default for DatapathConfig {
 }
 
 /// Per-port settings of the datapath.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortOptions {
     /// Software GRO on the port's received frames.
     pub gro: bool,
+    /// GRO merges VXLAN / Geneve / GRE packets by their inner flow (default on; off: tunnelled
+    /// frames pass unmerged).
+    pub gro_tunnel: bool,
+    /// GRO merges plain UDP datagrams into USO packets (default off: some receivers mishandle
+    /// them).
+    pub gro_udp: bool,
+    /// Overrides of the port's transmit device (VLAN depth, envelope, GSO limits), applied to
+    /// what the port reports.
+    pub limits: DeviceLimits,
+}
+
+impl Default for PortOptions {
+    fn default() -> Self {
+        PortOptions {
+            gro: false,
+            gro_tunnel: true,
+            gro_udp: false,
+            limits: DeviceLimits::NONE,
+        }
+    }
 }
 
 /// Counters of one port, kept by the datapath.
@@ -154,6 +174,12 @@ pub struct PortStats {
     pub rx_action_errors: u64,
     /// Packets transmit preparation dropped for this egress.
     pub tx_prepare_drops: u64,
+    /// GSO packets handed to this egress's device whole (it segments them).
+    pub tx_hw_gso: u64,
+    /// GSO packets segmented fully in software for this egress (its device could not).
+    pub tx_soft_gso: u64,
+    /// GSO packets split by partial segmentation for this egress.
+    pub tx_partial_gso: u64,
     /// Frames this port failed to send.
     pub tx_errors: u64,
     /// Receive calls that failed.
@@ -335,7 +361,7 @@ impl Datapath {
             Ok(_) => return Err(DatapathError::PortExists(number)),
             Err(at) => at,
         };
-        let device = port.device();
+        let device = opts.limits.apply(port.device());
         let parse = self.cfg.parse.with_link(port.link());
         let slot = PortEntry {
             number,
@@ -344,7 +370,7 @@ impl Datapath {
             device,
             parse,
             opts,
-            gro: opts.gro.then(|| GroEngine::new(self.gro_config(parse))),
+            gro: opts.gro.then(|| GroEngine::new(self.gro_config(parse, &opts))),
             gro_total: GroStats::default(),
             stats: PortStats::default(),
         };
@@ -366,7 +392,7 @@ impl Datapath {
     ) -> Result<Box<dyn Port>, DatapathError> {
         let parse = self.cfg.parse.with_link(port.link());
         let slot = self.slot_mut(number)?;
-        slot.device = port.device();
+        slot.device = slot.opts.limits.apply(port.device());
         slot.parse = parse;
         slot.down = false;
         Ok(std::mem::replace(&mut slot.port, port))
@@ -386,9 +412,12 @@ impl Datapath {
             .collect()
     }
 
-    fn gro_config(&self, parse: ParseConfig) -> GroConfig {
+    /// The GRO settings of a port that parses as `parse`, with options `opts`.
+    fn gro_config(&self, parse: ParseConfig, opts: &PortOptions) -> GroConfig {
         let mut g = self.cfg.gro;
         g.parse = parse;
+        g.parse.parse_tunnels &= opts.gro_tunnel;
+        g.udp |= opts.gro_udp;
         g
     }
 
@@ -445,20 +474,33 @@ impl Datapath {
     /// Turns software GRO on or off for port `number`; turning it off first sends what the
     /// engine holds.
     pub fn set_gro(&mut self, number: u32, on: bool) -> Result<(), DatapathError> {
+        let mut opts = self.slot_mut(number)?.opts;
+        opts.gro = on;
+        self.set_options(number, opts)
+    }
+
+    /// Changes port `number`'s options. A GRO engine whose settings change first sends what
+    /// it holds; the device overrides apply from the next packet on.
+    pub fn set_options(&mut self, number: u32, opts: PortOptions) -> Result<(), DatapathError> {
         let parse = self.slot_mut(number)?.parse;
-        let g = self.gro_config(parse);
+        let g = self.gro_config(parse, &opts);
         let slot = self.slot_mut(number)?;
-        slot.opts.gro = on;
-        if on && slot.gro.is_none() {
-            slot.gro = Some(GroEngine::new(g));
-        }
-        if !on {
+        let regro = !opts.gro
+            || slot.opts.gro_tunnel != opts.gro_tunnel
+            || slot.opts.gro_udp != opts.gro_udp;
+        slot.opts = opts;
+        slot.device = opts.limits.apply(slot.port.device());
+        if regro {
             if let Some(mut engine) = slot.gro.take() {
                 engine.flush(sluice_offload::gro::FlushReason::Manual);
                 let stats = *engine.stats();
                 add_gro(&mut slot.gro_total, &stats);
                 self.drain_gro_engine(number, &mut engine);
             }
+        }
+        let slot = self.slot_mut(number)?;
+        if opts.gro && slot.gro.is_none() {
+            slot.gro = Some(GroEngine::new(g));
         }
         Ok(())
     }
@@ -475,7 +517,7 @@ impl Datapath {
         slot.port
             .set_feature(feature, on)
             .map_err(DatapathError::Port)?;
-        slot.device = slot.port.device();
+        slot.device = slot.opts.limits.apply(slot.port.device());
         Ok(())
     }
 
@@ -695,7 +737,12 @@ impl Datapath {
         let mut sent = 0u64;
         let mut bytes = 0u64;
         let mut errors = 0u64;
-        match tx_prepare(&pkt, &slot.device, &mut self.tx) {
+        let outcome = tx_prepare(&pkt, &slot.device, &mut self.tx);
+        let steps = outcome.actions();
+        slot.stats.tx_hw_gso += u64::from(steps.contains(TxSteps::HW_GSO));
+        slot.stats.tx_soft_gso += u64::from(steps.contains(TxSteps::SOFT_GSO));
+        slot.stats.tx_partial_gso += u64::from(steps.contains(TxSteps::PARTIAL_GSO));
+        match outcome {
             TxOutcome::Unchanged { work, .. } => match slot.port.send(frame, &work) {
                 Ok(()) => {
                     sent += 1;

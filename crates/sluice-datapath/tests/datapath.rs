@@ -39,8 +39,15 @@ fn with_ports(
     let mut dp = Datapath::new(t.reader(), DatapathConfig::default());
     let (pa, ha) = MemPort::new("a", a);
     let (pb, hb) = MemPort::new("b", b);
-    dp.add_port(1, Box::new(pa), PortOptions { gro: gro_a })
-        .expect("add a");
+    dp.add_port(
+        1,
+        Box::new(pa),
+        PortOptions {
+            gro: gro_a,
+            ..PortOptions::default()
+        },
+    )
+    .expect("add a");
     dp.add_port(2, Box::new(pb), PortOptions::default())
         .expect("add b");
     (dp, ha, hb)
@@ -224,6 +231,79 @@ fn gro_per_port_merges_and_can_be_switched_off() {
     }
     dp.poll_once();
     assert_eq!(hb.take_sent().len(), 20, "GRO off: frames pass one by one");
+}
+
+/// The per-port GRO choices: VXLAN segments merge by their inner flow only with
+/// `gro_tunnel`; plain UDP datagrams merge only with `gro_udp`. Changing them through
+/// `set_options` takes effect on the next batch.
+#[test]
+fn gro_tunnel_and_udp_choices_per_port() {
+    let t = table(&["prio 10 in_port a action output:b"]);
+    let (mut dp, ha, hb) = with_ports(
+        &t,
+        Device::new(Features::ALL),
+        Device::new(Features::ALL),
+        true,
+    );
+    let vxlan = Seg {
+        outer: Some(sluice_testkit::segments::outer_vxlan()),
+        ..Seg::tcp4(1000, 1400)
+    };
+    let tunnelled = stream(&vxlan, 10, 1400);
+    let datagrams: Vec<Seg> = (0..10).map(|n| Seg::udp4(1200, n)).collect();
+    let run = |dp: &mut Datapath, segs: &[Seg]| {
+        for s in segs {
+            let f = s.build();
+            ha.inject(&f, good_meta(&f));
+        }
+        dp.poll_once();
+        hb.take_sent().len()
+    };
+    // Defaults: tunnel GRO on, UDP GRO off.
+    assert_eq!(run(&mut dp, &tunnelled), 1, "VXLAN segments merge");
+    assert_eq!(run(&mut dp, &datagrams), 10, "UDP passes unmerged");
+    let mut o = dp.options(1).expect("options");
+    assert!(o.gro && o.gro_tunnel && !o.gro_udp);
+    o.gro_tunnel = false;
+    o.gro_udp = true;
+    dp.set_options(1, o).expect("set options");
+    assert_eq!(run(&mut dp, &datagrams), 1, "UDP GRO merges the datagrams");
+    // Without tunnel GRO a VXLAN frame is plain UDP to the engine: with UDP GRO on it could
+    // merge as outer datagrams; turn UDP GRO off to see them pass one by one.
+    o.gro_udp = false;
+    dp.set_options(1, o).expect("set options");
+    assert_eq!(run(&mut dp, &tunnelled), 10, "tunnel GRO off: no merge");
+    assert_eq!(dp.options(1), Some(o));
+}
+
+/// Device overrides apply to the port's device as the datapath uses it, and survive a
+/// feature change (which re-reads the port's own device).
+#[test]
+fn device_limits_override_the_port_device() {
+    use sluice_offload::features::DeviceLimits;
+    let t = table(&["prio 10 in_port a action output:b"]);
+    let tso = Features::TSO | Features::TX_CSUM_GENERIC | Features::TX_SG;
+    let (mut dp, _ha, _hb) = with_ports(&t, Device::new(tso), Device::new(tso), false);
+    let mut o = dp.options(2).expect("options");
+    o.limits = DeviceLimits {
+        vlan_depth: Some(2),
+        envelope: Some(8),
+        gso_max_size: Some(16384),
+        gso_max_segs: Some(10),
+    };
+    dp.set_options(2, o).expect("set options");
+    let d = dp.device(2).expect("device");
+    assert_eq!(
+        (d.vlan_depth, d.envelope, d.gso_max_size, d.gso_max_segs),
+        (2, 8, 16384, 10)
+    );
+    dp.set_feature(2, Feature::Tso, false).expect("feature");
+    let d = dp.device(2).expect("device");
+    assert!(!d.features.has(Feature::Tso));
+    assert_eq!((d.vlan_depth, d.gso_max_size), (2, 16384));
+    o.limits = DeviceLimits::NONE;
+    dp.set_options(2, o).expect("set options");
+    assert_eq!(dp.device(2).expect("device").gso_max_size, 65536);
 }
 
 #[test]

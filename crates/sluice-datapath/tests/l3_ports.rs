@@ -154,7 +154,10 @@ fn gro_on_an_l3_port_merges_l3_packets() {
     dp.add_port(
         1,
         Box::new(a.with_link(LinkType::Ip)),
-        PortOptions { gro: true },
+        PortOptions {
+            gro: true,
+            ..PortOptions::default()
+        },
     )
     .expect("add tun");
     dp.add_port(

@@ -3,9 +3,10 @@
 //!
 //! A [`Features`] value is a bitset of [`Feature`]s. A [`Device`] carries the features it offers
 //! for plain packets, the subset that still applies to VLAN-tagged packets (`vlan_features`),
-//! the subset for encapsulated packets (`hw_enc_features`), whether it parses more than one VLAN
-//! tag (`multi_tag`), its GSO limits, its MTU and an *envelope allowance*: extra L2 header bytes
-//! (VLAN tags) accepted beyond the MTU.
+//! the subset for encapsulated packets (`hw_enc_features`), how many stacked VLAN tags it still
+//! segments and checksums under (`vlan_depth`), its GSO limits, its MTU and an *envelope
+//! allowance*: extra L2 header bytes (VLAN tags) accepted beyond the MTU. [`DeviceLimits`] are
+//! an operator's overrides of the last four, per port.
 //!
 //! [`features_for`] is Linux's `netif_skb_features` + `vlan_features_check` +
 //! `harmonize_features` + `gso_features_check` as one function: it masks the device's features
@@ -327,9 +328,11 @@ pub struct Device {
     pub vlan_features: Features,
     /// Features that apply to encapsulated packets (`dev->hw_enc_features`).
     pub hw_enc_features: Features,
-    /// Whether the device parses past more than one VLAN tag; if not, a multi-tagged packet
-    /// keeps only [`Features::MULTI_TAG_SAFE`].
-    pub multi_tag: bool,
+    /// How many stacked VLAN tags (counting one still to insert) the device parses past to
+    /// segment and fill checksums: a packet with more tags keeps only
+    /// [`Features::MULTI_TAG_SAFE`]. 1 is Linux's default (`vlan_features_check`: one tag);
+    /// [`MAX_VLAN_DEPTH`] stands for any number.
+    pub vlan_depth: u8,
     /// Largest GSO packet the device segments (bytes, whole frame).
     pub gso_max_size: u32,
     /// Most segments the device produces from one GSO packet.
@@ -344,14 +347,14 @@ pub struct Device {
 
 impl Device {
     /// A device with `features` everywhere (tagged and encapsulated packets alike), MTU 1500,
-    /// no envelope, multi-tag parsing off, Linux's default GSO limits (65536 bytes, 65535
-    /// segments).
+    /// no envelope, VLAN depth 1 (one tag parsed), Linux's default GSO limits (65536 bytes,
+    /// 65535 segments).
     pub const fn new(features: Features) -> Device {
         Device {
             features,
             vlan_features: features,
             hw_enc_features: features,
-            multi_tag: false,
+            vlan_depth: 1,
             gso_max_size: 65536,
             gso_max_segs: 65535,
             mtu: 1500,
@@ -397,6 +400,80 @@ impl Device {
     }
 }
 
+/// The most VLAN tags [`Device::vlan_depth`] counts (and [`crate::tx::count_tags`] looks at):
+/// a device with this depth keeps its features under any stack.
+pub const MAX_VLAN_DEPTH: u8 = 8;
+
+/// Largest `gso_max_size` accepted (Linux's `GSO_MAX_SIZE` with BIG TCP, 512 KiB - 8).
+pub const MAX_GSO_SIZE: u32 = 524_280;
+
+/// Largest `gso_max_segs` accepted (Linux's `GSO_MAX_SEGS`).
+pub const MAX_GSO_SEGS: u32 = 65_535;
+
+/// Largest envelope allowance accepted (bytes beyond the 14-byte Ethernet header + MTU).
+pub const MAX_ENVELOPE: u32 = 64;
+
+/// An operator's per-port overrides of a [`Device`]'s VLAN depth, envelope and GSO limits (as
+/// `ip link set DEV gso_max_size N gso_max_segs N` does for the kernel's). `None` keeps what
+/// the port reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DeviceLimits {
+    /// [`Device::vlan_depth`], 0 to [`MAX_VLAN_DEPTH`].
+    pub vlan_depth: Option<u8>,
+    /// [`Device::envelope`], 0 to [`MAX_ENVELOPE`].
+    pub envelope: Option<u32>,
+    /// [`Device::gso_max_size`], 1 to [`MAX_GSO_SIZE`].
+    pub gso_max_size: Option<u32>,
+    /// [`Device::gso_max_segs`], 1 to [`MAX_GSO_SEGS`].
+    pub gso_max_segs: Option<u32>,
+}
+
+impl DeviceLimits {
+    /// No override.
+    pub const NONE: DeviceLimits = DeviceLimits {
+        vlan_depth: None,
+        envelope: None,
+        gso_max_size: None,
+        gso_max_segs: None,
+    };
+
+    /// `dev` with the overrides applied.
+    pub fn apply(&self, mut dev: Device) -> Device {
+        if let Some(d) = self.vlan_depth {
+            dev.vlan_depth = d;
+        }
+        if let Some(e) = self.envelope {
+            dev.envelope = e;
+        }
+        if let Some(s) = self.gso_max_size {
+            dev.gso_max_size = s;
+        }
+        if let Some(s) = self.gso_max_segs {
+            dev.gso_max_segs = s;
+        }
+        dev
+    }
+
+    /// Checks every override against its range; the error names the setting and the range.
+    pub fn validate(&self) -> Result<(), String> {
+        let check = |name: &str, v: Option<u32>, lo: u32, hi: u32| match v {
+            Some(v) if !(lo..=hi).contains(&v) => {
+                Err(format!("{name} must be {lo} to {hi}, not {v}"))
+            }
+            _ => Ok(()),
+        };
+        check(
+            "vlan_depth",
+            self.vlan_depth.map(u32::from),
+            0,
+            u32::from(MAX_VLAN_DEPTH),
+        )?;
+        check("envelope", self.envelope, 0, MAX_ENVELOPE)?;
+        check("gso_max_size", self.gso_max_size, 1, MAX_GSO_SIZE)?;
+        check("gso_max_segs", self.gso_max_segs, 1, MAX_GSO_SEGS)
+    }
+}
+
 /// What the features check needs to know about a packet, taken from its metadata and
 /// structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -416,7 +493,7 @@ pub struct PacketShape {
 ///
 /// 1. encapsulated packets use `hw_enc_features`;
 /// 2. VLAN-tagged packets (in band or to be inserted) use `vlan_features`, plus VLAN insertion;
-/// 3. more than one tag (counting one to insert) without `multi_tag` → only
+/// 3. more tags (counting one to insert) than the device's `vlan_depth` → only
 ///    [`Features::MULTI_TAG_SAFE`];
 /// 4. a packet whose checksum the remaining features cannot compute for its protocol
 ///    (IPv4-only offload for IPv6, anything but generic for a protocol not parsed) loses the
@@ -452,7 +529,7 @@ pub fn features_for(meta: &OffloadMeta, shape: &PacketShape, dev: &Device) -> Fe
     if tags > 0 {
         f = f & (dev.vlan_features | Features::VLAN_INSERT);
     }
-    if tags > 1 && !dev.multi_tag {
+    if tags > usize::from(dev.vlan_depth) {
         f = f & Features::MULTI_TAG_SAFE;
     }
     if !can_checksum_protocol(f, meta) {

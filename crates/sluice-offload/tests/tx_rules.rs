@@ -5,7 +5,9 @@ use sluice_testkit::tx_frames as builder;
 
 use builder::{packet, Csum, Envelope, Ip, L4};
 use sluice_coverage::Counter;
-use sluice_offload::features::{features_for, Device, Feature, Features, PacketShape};
+use sluice_offload::features::{
+    features_for, Device, DeviceLimits, Feature, Features, PacketShape, MAX_VLAN_DEPTH,
+};
 use sluice_offload::tx::{
     emulate_device, tx_prepare, DropReason, Tail, TxOutcome, TxOutput, TxPacket, TxSteps,
     VlanInsert,
@@ -55,9 +57,9 @@ fn stacked_vlan_never_handed_to_ipv4_only_checksum_offload() {
         let r = tx_prepare(&TxPacket::new(&frame, meta), &dev, &mut out);
         assert_eq!(r.actions(), TxSteps::HW_CSUM);
     }
-    // A device that declares multi-tag parsing keeps its IPv4 offload.
+    // A device that parses two tags keeps its IPv4 offload.
     let mut multi = dev;
-    multi.multi_tag = true;
+    multi.vlan_depth = 2;
     let (frame, meta, _) = packet(Envelope::Tag2, Ip::V4, L4::Tcp, false, Csum::Partial);
     let r = tx_prepare(&TxPacket::new(&frame, meta), &multi, &mut out);
     assert_eq!(r.actions(), TxSteps::HW_CSUM);
@@ -330,4 +332,173 @@ fn ipv6_specific_offload_never_fills_past_extension_headers() {
         tx_prepare(&TxPacket::new(&p, pm), &v6, &mut out).actions(),
         TxSteps::HW_CSUM
     );
+}
+
+/// The per-port VLAN depth decides who segments a QinQ super-frame: a device that segments
+/// under two tags gets it whole; with depth 1 software segments it (counted in `soft_gso`),
+/// and every segment it makes keeps both tags and fits the wire.
+#[test]
+fn vlan_depth_decides_who_segments_a_qinq_super_frame() {
+    let mut out = TxOutput::new();
+    let (frame, meta, _) = packet(Envelope::Tag2, Ip::V4, L4::Tcp, true, Csum::Partial);
+    let base =
+        Device::new(Features::TX_CSUM_GENERIC | Features::TX_SG | Features::TSO).with_envelope(8);
+    for depth in 0..=MAX_VLAN_DEPTH {
+        let dev = DeviceLimits {
+            vlan_depth: Some(depth),
+            ..DeviceLimits::NONE
+        }
+        .apply(base);
+        let soft = here(&sluice_offload::tx::SOFT_GSO);
+        let r = tx_prepare(&TxPacket::new(&frame, meta), &dev, &mut out);
+        if depth >= 2 {
+            assert_eq!(r.actions(), TxSteps::HW_GSO, "depth {depth}");
+            assert!(matches!(r, TxOutcome::Unchanged { work, .. } if work.gso.is_some()));
+            assert_eq!(here(&sluice_offload::tx::SOFT_GSO), soft, "depth {depth}");
+        } else {
+            // Only tag-agnostic features survive: software segments and fills the checksums
+            // with the generic engine (which needs no header parsing).
+            assert_eq!(
+                r.actions(),
+                TxSteps::SOFT_GSO | TxSteps::HW_CSUM,
+                "depth {depth}"
+            );
+            assert_eq!(
+                here(&sluice_offload::tx::SOFT_GSO),
+                soft + 1,
+                "depth {depth}"
+            );
+            assert!(out.len() > 1);
+            for (seg, _) in out.frames() {
+                assert_eq!(sluice_offload::tx::count_tags(seg), 2);
+                assert!(seg.len() <= dev.max_frame());
+            }
+        }
+    }
+    // One tag to insert on top of two in band makes three: depth 2 no longer covers it.
+    let tag = VlanInsert {
+        tpid: 0x88a8,
+        tci: 7,
+    };
+    let mut p = TxPacket::new(&frame, meta);
+    p.vlan = Some(tag);
+    let mut dev = base.with_envelope(12);
+    dev.vlan_depth = 2;
+    assert!(tx_prepare(&p, &dev, &mut out)
+        .actions()
+        .contains(TxSteps::SOFT_GSO));
+    dev.vlan_depth = 3;
+    assert!(tx_prepare(&p, &dev, &mut out)
+        .actions()
+        .contains(TxSteps::HW_GSO));
+}
+
+/// `gso_max_size` and `gso_max_segs` overrides: a super-frame over either goes to software,
+/// one within both goes to the device whole.
+#[test]
+fn gso_limit_overrides_decide_between_device_and_software() {
+    let mut out = TxOutput::new();
+    let (frame, meta, _) = packet(Envelope::Plain, Ip::V4, L4::Tcp, true, Csum::Partial);
+    let base = Device::new(Features::TX_CSUM_GENERIC | Features::TX_SG | Features::TSO);
+    let len = frame.len() as u32;
+    let cases = [
+        (DeviceLimits::NONE, TxSteps::HW_GSO),
+        (
+            DeviceLimits {
+                gso_max_size: Some(len),
+                ..DeviceLimits::NONE
+            },
+            TxSteps::HW_GSO,
+        ),
+        (
+            DeviceLimits {
+                gso_max_size: Some(len - 1),
+                ..DeviceLimits::NONE
+            },
+            TxSteps::SOFT_GSO | TxSteps::HW_CSUM,
+        ),
+        (
+            DeviceLimits {
+                gso_max_segs: Some(1),
+                ..DeviceLimits::NONE
+            },
+            TxSteps::SOFT_GSO | TxSteps::HW_CSUM,
+        ),
+    ];
+    for (limits, want) in cases {
+        limits.validate().unwrap();
+        let dev = limits.apply(base);
+        let r = tx_prepare(&TxPacket::new(&frame, meta), &dev, &mut out);
+        assert_eq!(r.actions(), want, "{limits:?}");
+    }
+}
+
+/// The envelope override admits a full-size double-tagged frame that the default 4 bytes
+/// refuse (counted as oversize).
+#[test]
+fn envelope_override_admits_a_full_size_qinq_frame() {
+    let mut out = TxOutput::new();
+    let (tagged, tm) = sized(Envelope::Tag2, 1500);
+    let base = Device::new(Features::NONE).with_envelope(4);
+    let before = here(&sluice_offload::tx::OVERSIZE_DROPS);
+    let r = tx_prepare(&TxPacket::new(&tagged, tm), &base, &mut out);
+    assert!(
+        matches!(r, TxOutcome::Dropped(DropReason::Oversize { .. })),
+        "{r:?}"
+    );
+    assert_eq!(here(&sluice_offload::tx::OVERSIZE_DROPS), before + 1);
+    let eight = DeviceLimits {
+        envelope: Some(8),
+        ..DeviceLimits::NONE
+    }
+    .apply(base);
+    let r = tx_prepare(&TxPacket::new(&tagged, tm), &eight, &mut out);
+    assert_eq!(r.actions(), TxSteps::NONE);
+}
+
+#[test]
+fn device_limits_are_range_checked() {
+    let ok = DeviceLimits {
+        vlan_depth: Some(MAX_VLAN_DEPTH),
+        envelope: Some(0),
+        gso_max_size: Some(1),
+        gso_max_segs: Some(65_535),
+    };
+    assert_eq!(ok.validate(), Ok(()));
+    for (bad, name) in [
+        (
+            DeviceLimits {
+                vlan_depth: Some(MAX_VLAN_DEPTH + 1),
+                ..DeviceLimits::NONE
+            },
+            "vlan_depth",
+        ),
+        (
+            DeviceLimits {
+                envelope: Some(65),
+                ..DeviceLimits::NONE
+            },
+            "envelope",
+        ),
+        (
+            DeviceLimits {
+                gso_max_size: Some(0),
+                ..DeviceLimits::NONE
+            },
+            "gso_max_size",
+        ),
+        (
+            DeviceLimits {
+                gso_max_segs: Some(65_536),
+                ..DeviceLimits::NONE
+            },
+            "gso_max_segs",
+        ),
+    ] {
+        let e = bad.validate().unwrap_err();
+        assert!(e.starts_with(name), "{e}");
+    }
+    // Nothing overridden: the device as it was.
+    let d = Device::new(Features::TSO).with_envelope(4);
+    assert_eq!(DeviceLimits::NONE.apply(d), d);
 }

@@ -8,7 +8,7 @@
 //! advertised, even when the interface has them: VLAN insertion (no field for it), IPv4 header
 //! checksums, SCTP CRC32c, UFO and tunnel GSO. Encapsulated packets get only generic checksum
 //! filling and scatter-gather (an IPv4/IPv6-only checksum engine would parse the outer headers).
-//! Stacked VLAN tags do not take GSO away (`multi_tag`): the kernel parses any number of tags
+//! Stacked VLAN tags do not take GSO away (`vlan_depth` [`MAX_VLAN_DEPTH`] by default): the kernel parses any number of tags
 //! in the vnet header's GSO request, and whatever the interface cannot segment under several tags
 //! it segments itself at `validate_xmit_skb`, later and cheaper than Sluice could (one
 //! `sendmsg` of the super-frame instead of one per segment; a veth keeps it whole, so a QinQ
@@ -42,7 +42,7 @@ pub use sluice_datapath::port::EthtoolFeature;
 use sluice_datapath::port::{
     rx_meta, Port, PortControl, PortDrops, PortError, PortState, RecvResult,
 };
-use sluice_offload::features::{Device, Feature, Features};
+use sluice_offload::features::{Device, Feature, Features, MAX_VLAN_DEPTH};
 use sluice_offload::tx::DeviceWork;
 use sluice_packet::virtio::HdrFormat;
 use sluice_wire::ParseConfig;
@@ -176,7 +176,7 @@ pub fn afpacket_device(
         features: f,
         vlan_features: f,
         hw_enc_features: enc,
-        multi_tag: true,
+        vlan_depth: MAX_VLAN_DEPTH,
         gso_max_size,
         gso_max_segs,
         mtu,
@@ -672,7 +672,7 @@ rx-udp-gro-forwarding: off
         assert!(!d.hw_enc_features.intersects(Features::GSO_MASK));
         assert_eq!((d.mtu, d.gso_max_size, d.envelope), (1500, 65536, 4));
         // TSO stays on under two tags: the kernel segments what the interface cannot.
-        assert!(d.multi_tag);
+        assert_eq!(d.vlan_depth, MAX_VLAN_DEPTH);
         let mut qinq = Features::NONE;
         for f in [Feature::Tso, Feature::TxSg, Feature::TxCsumGeneric] {
             qinq = qinq | Features::of(f);

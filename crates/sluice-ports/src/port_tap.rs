@@ -24,10 +24,18 @@
 //! | `TSO6`               | `tx-tcp6-segmentation`                                       |
 //! | `TSO_ECN`            | `tx-tcp-ecn-segmentation`                                    |
 //! | `USO4` + `USO6`      | `tx-udp-segmentation`                                        |
+//! | `UDP_TUNNEL_GSO`     | `tx-udp_tnl-segmentation` (with [`TapPortConfig::udp_tunnel_gso`]) |
+//!
+//! **UDP-tunnel GSO.** With [`TapPortConfig::udp_tunnel_gso`] the port uses the 24-byte
+//! `virtio_net_hdr_v1_hash_tunnel` ([`TAP_TUNNEL_HDR_FORMAT`]) and asks for
+//! `TUN_F_UDP_TUNNEL_GSO` (Linux 6.18): the kernel hands over VXLAN / Geneve super-frames whole
+//! (tunnel bits, outer UDP and inner IP offsets, decoded into the metadata), and a tunnelled
+//! GSO packet Sluice writes keeps its tunnel bits and offsets ([`tunnel_gso_hdr`]), so the
+//! kernel segments it. Only outer UDP checksum zero (`TUN_F_UDP_TUNNEL_GSO_CSUM` is not
+//! negotiated): a super-frame with an outer checksum is segmented in software.
 //!
 //! Never advertised: VLAN insertion and IPv4 header checksums (`virtio_net_hdr` has neither),
-//! SCTP CRC32c (a `NEEDS_CSUM` request is a ones'-complement fill), tunnel GSO (needs the
-//! 24-byte header), UFO. The kernel refuses TSO/USO bits without `CSUM` and ECN without TSO, so
+//! SCTP CRC32c (a `NEEDS_CSUM` request is a ones'-complement fill), GRE GSO, UFO. The kernel refuses TSO/USO bits without `CSUM` and ECN without TSO, so
 //! turning checksum offload off turns every segmentation feature off too.
 //!
 //! `TUNSETOFFLOAD` takes the kernel's RTNL lock, so it is made by the port's [`TapControl`]
@@ -37,8 +45,8 @@
 
 use crate::ifstats::{if_drops, IfStats};
 use crate::tap::{
-    tun_f_names, Tap, TapConfig, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN, TUN_F_USO4,
-    TUN_F_USO6,
+    tun_f_names, Tap, TapConfig, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN,
+    TUN_F_UDP_TUNNEL_GSO, TUN_F_USO4, TUN_F_USO6,
 };
 use sluice_datapath::buf::{BufPool, PacketBuf};
 use sluice_datapath::port::{
@@ -61,7 +69,12 @@ pub const TAP_OFFLOADS: u32 =
 /// The vnet header format of a [`TapPort`] (`virtio_net_hdr_v1`, 12 bytes).
 pub const TAP_HDR_FORMAT: HdrFormat = HdrFormat::V1;
 
-const HDR_LEN: usize = 12;
+/// The vnet header format of a [`TapPort`] opened with [`TapPortConfig::udp_tunnel_gso`]
+/// (`virtio_net_hdr_v1_hash_tunnel`, 24 bytes).
+pub const TAP_TUNNEL_HDR_FORMAT: HdrFormat = HdrFormat::V1HashTunnel;
+
+/// The largest vnet header a TAP port reads or writes.
+const MAX_HDR_LEN: usize = 24;
 
 /// Largest frame (whole, L2 header included) a TAP port's device segments: Linux's default
 /// `gso_max_size`, which the kernel applies to `skb->len` with the Ethernet header; so the
@@ -86,6 +99,11 @@ pub struct TapPortConfig {
     /// Open a TUN (`IFF_TUN`) instead of a TAP: L3 packets, no Ethernet header (see the
     /// [module documentation](self)).
     pub tun: bool,
+    /// Negotiate UDP-tunnel GSO (`TUN_F_UDP_TUNNEL_GSO`, Linux 6.18) with the 24-byte
+    /// `virtio_net_hdr_v1_hash_tunnel`: VXLAN / Geneve super-frames cross the TAP whole in both
+    /// directions (outer UDP checksum zero; one with an outer checksum is segmented in
+    /// software). Falls back to the 12-byte header when the kernel refuses it.
+    pub udp_tunnel_gso: bool,
 }
 
 impl Default for TapPortConfig {
@@ -96,6 +114,7 @@ impl Default for TapPortConfig {
             parse: ParseConfig::DEFAULT,
             persist: false,
             tun: false,
+            udp_tunnel_gso: false,
         }
     }
 }
@@ -125,6 +144,8 @@ pub struct TapPort {
     supported: u32,
     device: Device,
     parse: ParseConfig,
+    /// The vnet header format in use (12 bytes, or 24 with UDP-tunnel GSO).
+    fmt: HdrFormat,
     drops: PortDrops,
     /// The TAP's drop counters in the namespace it was opened in (its `tx_dropped` counts
     /// frames the kernel could not queue towards the switch).
@@ -140,8 +161,24 @@ impl TapPort {
     /// The interface can be moved to another namespace afterwards (`ip link set NAME netns NS`,
     /// then brought up there): the port keeps working.
     pub fn open(name: &str, cfg: &TapPortConfig) -> Result<TapPort, PortError> {
+        if cfg.udp_tunnel_gso {
+            match TapPort::open_with(name, cfg, TAP_TUNNEL_HDR_FORMAT) {
+                Ok(p) if p.supported & TUN_F_UDP_TUNNEL_GSO != 0 => return Ok(p),
+                Ok(p) => drop(p),
+                Err(_) => {}
+            }
+        }
+        TapPort::open_with(name, cfg, TAP_HDR_FORMAT)
+    }
+
+    fn open_with(name: &str, cfg: &TapPortConfig, fmt: HdrFormat) -> Result<TapPort, PortError> {
+        let wanted = if fmt == TAP_TUNNEL_HDR_FORMAT {
+            TAP_OFFLOADS | TUN_F_UDP_TUNNEL_GSO
+        } else {
+            TAP_OFFLOADS
+        };
         let tcfg = TapConfig {
-            vnet_hdr_len: HDR_LEN,
+            vnet_hdr_len: fmt.size(),
             offloads: 0,
             napi: false,
             napi_frags: false,
@@ -153,7 +190,7 @@ impl TapPort {
         let tname = tap.name().to_string();
         let ctx = |what: &str| format!("{what} on TAP {tname}");
         let supported = tap
-            .set_offloads(TAP_OFFLOADS)
+            .set_offloads(wanted)
             .map_err(|e| PortError::io(ctx("TUNSETOFFLOAD"), e))?;
         if !cfg.offloads {
             tap.set_offloads(0)
@@ -186,6 +223,7 @@ impl TapPort {
             supported,
             device,
             parse,
+            fmt,
             drops: PortDrops::default(),
             ifstats: IfStats::open(&tname).ok().map(RefCell::new),
         })
@@ -250,6 +288,7 @@ impl TapPort {
             supported: self.supported,
             device: self.device,
             parse: self.parse,
+            fmt: self.fmt,
             drops: PortDrops::default(),
             ifstats: None,
         })
@@ -287,7 +326,12 @@ impl TapPort {
         &self.tap
     }
 
-    fn read_frame(&self, hdr: &mut [u8; HDR_LEN], room: &mut [u8]) -> io::Result<usize> {
+    /// The vnet header format in use.
+    pub fn hdr_format(&self) -> HdrFormat {
+        self.fmt
+    }
+
+    fn read_frame(&self, hdr: &mut [u8], room: &mut [u8]) -> io::Result<usize> {
         let mut iov = [
             libc::iovec {
                 iov_base: hdr.as_mut_ptr() as *mut libc::c_void,
@@ -329,12 +373,15 @@ pub fn tap_device(tun_f: u32, mtu: u32) -> Device {
         if tun_f & (TUN_F_USO4 | TUN_F_USO6) == TUN_F_USO4 | TUN_F_USO6 {
             f = f | Features::USO;
         }
+        if tun_f & TUN_F_UDP_TUNNEL_GSO != 0 && f.intersects(Features::TSO | Features::TSO6) {
+            f = f | Features::UDP_TNL;
+        }
     }
     Device {
         features: f,
         vlan_features: f,
         hw_enc_features: f,
-        multi_tag: false,
+        vlan_depth: 1,
         gso_max_size: TAP_GSO_MAX_SIZE,
         gso_max_segs: 65535,
         mtu,
@@ -384,8 +431,8 @@ fn tun_bits_with(bits: u32, feature: Feature, on: bool) -> Result<u32, String> {
 ///
 /// Fails ([`PortError::Unsendable`]) for work `virtio_net_hdr` cannot express: VLAN insertion, an
 /// IPv4 header checksum, GSO without a partial L4 checksum, a zero segment size, ECN on UDP, or
-/// a checksum / header location outside the frame. Tunnel GSO is not detected (the header would
-/// describe the outer packet): ports never advertise it.
+/// a checksum / header location outside the frame. Tunnel GSO is added by [`tunnel_gso_hdr`]
+/// (ports with the 24-byte header).
 pub fn work_to_vnet(frame: &[u8], work: &DeviceWork) -> Result<VirtioNetHdr, PortError> {
     let bad = |why: &str| Err(PortError::Unsendable(why.to_string()));
     if work.vlan.is_some() {
@@ -466,6 +513,85 @@ pub(crate) fn encode_work(
         drops.tx_errors += 1;
     }
     encoded
+}
+
+/// [`encode_work`] for a port whose header may describe UDP-tunnel GSO (`fmt` is
+/// [`HdrFormat::V1HashTunnel`]): a GSO request whose checksum starts at the inner L4 header of a
+/// VXLAN / Geneve frame (parsed with `parse`) gets the tunnel bits and offsets
+/// ([`tunnel_gso_hdr`]).
+pub(crate) fn encode_work_with(
+    frame: &[u8],
+    work: &DeviceWork,
+    fmt: HdrFormat,
+    parse: &ParseConfig,
+    out: &mut [u8],
+    drops: &mut PortDrops,
+) -> Result<(), PortError> {
+    if fmt != HdrFormat::V1HashTunnel || work.gso.is_none() {
+        return encode_work(frame, work, fmt, out, drops);
+    }
+    let encoded = work_to_vnet(frame, work)
+        .and_then(|h| tunnel_gso_hdr(h, frame, parse))
+        .and_then(|h| {
+            h.encode(fmt, out)
+                .map(drop)
+                .map_err(|e| PortError::Unsendable(e.to_string()))
+        });
+    if encoded.is_err() {
+        drops.tx_errors += 1;
+    }
+    encoded
+}
+
+/// `h` (from [`work_to_vnet`]) for `frame` with the UDP-tunnel GSO fields set when `frame` is a
+/// VXLAN / Geneve packet and `h`'s checksum starts at its inner L4 header: the
+/// `UDP_TUNNEL_IPV4`/`IPV6` bit of the outer IP version, `outer_th_offset` (outer UDP),
+/// `inner_nh_offset` (inner IP). `hdr_len` already ends after the inner L4 header. A tunnel
+/// packet with an outer UDP checksum is refused (the port does not negotiate
+/// `TUN_F_UDP_TUNNEL_GSO_CSUM`, so it never advertises that segmentation). Plain packets pass
+/// unchanged.
+pub fn tunnel_gso_hdr(
+    mut h: VirtioNetHdr,
+    frame: &[u8],
+    parse: &ParseConfig,
+) -> Result<VirtioNetHdr, PortError> {
+    if h.gso_type == virtio::GSO_NONE {
+        return Ok(h);
+    }
+    let Ok(layout) = sluice_wire::parse_with(frame, parse) else {
+        return Ok(h);
+    };
+    let (Some(inner), Some(t)) = (layout.inner.as_ref(), layout.tunnel) else {
+        return Ok(h);
+    };
+    if !matches!(
+        t.kind,
+        sluice_wire::TunnelKind::Vxlan | sluice_wire::TunnelKind::Geneve
+    ) || inner.l4 != Some(usize::from(h.csum_start))
+    {
+        return Ok(h);
+    }
+    let (Some(outer_l4), Some(inner_l3)) = (layout.outer.l4, inner.l3) else {
+        return Ok(h);
+    };
+    if frame
+        .get(outer_l4 + 6..outer_l4 + 8)
+        .is_some_and(|c| c != [0, 0])
+    {
+        return Err(PortError::Unsendable(
+            "UDP-tunnel GSO with an outer UDP checksum (TUN_F_UDP_TUNNEL_GSO_CSUM not negotiated)"
+                .into(),
+        ));
+    }
+    h.gso_type |= match layout.outer.l3_kind {
+        Some(sluice_wire::L3Kind::Ipv6) => virtio::GSO_UDP_TUNNEL_IPV6,
+        _ => virtio::GSO_UDP_TUNNEL_IPV4,
+    };
+    let off =
+        |v: usize| u16::try_from(v).map_err(|_| PortError::Unsendable("headers too long".into()));
+    h.outer_th_offset = off(outer_l4)?;
+    h.inner_nh_offset = off(inner_l3)?;
+    Ok(h)
 }
 
 /// The MTU of `ifname`, by `SIOCGIFMTU` on `sock` (any socket of the interface's namespace) or,
@@ -652,10 +778,12 @@ impl Port for TapPort {
         let mut n = 0;
         while n < max {
             let mut b = pool.get();
-            let mut hdr = [0u8; HDR_LEN];
+            let mut raw = [0u8; MAX_HDR_LEN];
+            let hdr_len = self.fmt.size();
+            let hdr = raw.get_mut(..hdr_len).unwrap_or_default();
             let room = b.room_mut();
             let room_len = room.len();
-            let total = match self.read_frame(&mut hdr, room) {
+            let total = match self.read_frame(hdr, room) {
                 Ok(t) => t,
                 Err(e) => {
                     pool.put(b);
@@ -671,7 +799,7 @@ impl Port for TapPort {
                     }
                 }
             };
-            let Some(len) = total.checked_sub(HDR_LEN) else {
+            let Some(len) = total.checked_sub(hdr_len) else {
                 self.drops.rx_invalid += 1;
                 pool.put(b);
                 continue;
@@ -683,7 +811,7 @@ impl Port for TapPort {
                 continue;
             }
             b.set_len(len);
-            match rx_meta(b.frame(), Some((&hdr, TAP_HDR_FORMAT)), &self.parse) {
+            match rx_meta(b.frame(), Some((&*hdr, self.fmt)), &self.parse) {
                 Ok(meta) => {
                     b.meta = meta;
                     out.push(b);
@@ -710,17 +838,19 @@ impl Port for TapPort {
                 self.tap.name()
             )));
         }
-        let mut raw = [0u8; HDR_LEN];
-        encode_work(frame, work, TAP_HDR_FORMAT, &mut raw, &mut self.drops)?;
-        match self.tap.write(&raw, frame) {
-            Ok(n) if n == HDR_LEN + frame.len() => Ok(()),
+        let mut buf = [0u8; MAX_HDR_LEN];
+        let hdr_len = self.fmt.size();
+        let raw = buf.get_mut(..hdr_len).unwrap_or_default();
+        encode_work_with(frame, work, self.fmt, &self.parse, raw, &mut self.drops)?;
+        match self.tap.write(raw, frame) {
+            Ok(n) if n == hdr_len + frame.len() => Ok(()),
             Ok(n) => {
                 self.drops.tx_errors += 1;
                 Err(PortError::io(
                     format!("write to TAP {}", self.tap.name()),
                     io::Error::new(
                         io::ErrorKind::WriteZero,
-                        format!("short write: {n} of {}", HDR_LEN + frame.len()),
+                        format!("short write: {n} of {}", hdr_len + frame.len()),
                     ),
                 ))
             }
@@ -867,6 +997,63 @@ mod tests {
             ..DeviceWork::default()
         };
         assert!(work_to_vnet(&short, &w).is_err());
+    }
+
+    /// A VXLAN TCP GSO frame's header on the 24-byte format: the tunnel bit of the outer IP
+    /// version, the outer UDP and inner IP offsets, `hdr_len` after the inner TCP header; with
+    /// an outer UDP checksum it is refused (not negotiated); a plain frame is left alone.
+    #[test]
+    fn vxlan_gso_work_gets_the_tunnel_fields() {
+        use sluice_testkit::tx_frames::{packet, Csum, Envelope, Ip, L4};
+        let (mut f, meta, layout) = packet(Envelope::Vxlan, Ip::V4, L4::Tcp, true, Csum::Partial);
+        let outer_l4 = layout.outer.l4.unwrap();
+        let inner = layout.inner.unwrap();
+        let (inner_l3, inner_l4) = (inner.l3.unwrap(), inner.l4.unwrap());
+        let work = DeviceWork {
+            l4_csum: Some((u16::try_from(inner_l4).unwrap(), 16)),
+            gso: Some((GsoType::TcpV4, meta.segment_size(), false)),
+            ..DeviceWork::default()
+        };
+        let mut raw = [0u8; 24];
+        let mut drops = PortDrops::default();
+        let parse = ParseConfig::DEFAULT;
+        let fmt = TAP_TUNNEL_HDR_FORMAT;
+        // The test frame carries an outer UDP checksum: refused, counted.
+        assert!(f[outer_l4 + 6..outer_l4 + 8] != [0, 0]);
+        assert!(encode_work_with(&f, &work, fmt, &parse, &mut raw, &mut drops).is_err());
+        assert_eq!(drops.tx_errors, 1);
+        f[outer_l4 + 6..outer_l4 + 8].fill(0);
+        encode_work_with(&f, &work, fmt, &parse, &mut raw, &mut drops).unwrap();
+        let h = VirtioNetHdr::decode(&raw, fmt).unwrap();
+        assert_eq!(h.gso_type, virtio::GSO_TCPV4 | virtio::GSO_UDP_TUNNEL_IPV4);
+        assert_eq!(h.flags, virtio::F_NEEDS_CSUM);
+        assert_eq!(usize::from(h.outer_th_offset), outer_l4);
+        assert_eq!(usize::from(h.inner_nh_offset), inner_l3);
+        assert_eq!(usize::from(h.hdr_len), inner_l4 + 20);
+        assert_eq!(
+            (
+                usize::from(h.outer_th_offset),
+                usize::from(h.inner_nh_offset)
+            ),
+            (34, 64)
+        );
+        // The kernel's reading of it: the same frame with the tunnel GSO request inside.
+        let back = h
+            .to_meta(fmt, &f, &sluice_wire::parse(&f).unwrap())
+            .unwrap();
+        assert_eq!(back.gso_type(), GsoType::TcpV4);
+        assert!(back.tunnel().is_some());
+        // A plain TCP GSO frame gets no tunnel fields.
+        let (p, pm, _) = packet(Envelope::Plain, Ip::V4, L4::Tcp, true, Csum::Partial);
+        let w = DeviceWork {
+            l4_csum: Some((34, 16)),
+            gso: Some((GsoType::TcpV4, pm.segment_size(), false)),
+            ..DeviceWork::default()
+        };
+        encode_work_with(&p, &w, fmt, &parse, &mut raw, &mut drops).unwrap();
+        let h = VirtioNetHdr::decode(&raw, fmt).unwrap();
+        assert_eq!(h.gso_type, virtio::GSO_TCPV4);
+        assert_eq!((h.outer_th_offset, h.inner_nh_offset), (0, 0));
     }
 
     #[test]

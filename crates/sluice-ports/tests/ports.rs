@@ -49,6 +49,10 @@ struct DirStats {
     sent_csum_work: usize,
     sent: usize,
     dropped: usize,
+    /// VXLAN frames carrying an inner TCP GSO super-frame (any connection).
+    tunnel_gso: usize,
+    /// VXLAN super-frames sent whole (GSO work on a tunnelled frame).
+    sent_tunnel_gso_work: usize,
 }
 
 /// Receives a batch from `src` and sends it to `dst` the way the datapath does
@@ -66,6 +70,10 @@ fn forward(
     for b in bufs.drain(..) {
         // Count only this transfer's frames (a previous connection's last ACK may still come).
         let f = b.frame();
+        let tunnelled = b.meta.tunnel().is_some();
+        if tunnelled && b.meta.gso_type() != GsoType::None && b.len() > 1514 {
+            st.tunnel_gso += 1;
+        }
         let port = st.port.to_be_bytes();
         let (ip, l4) = (st.l3, st.l3 + 20);
         let ours = f.len() >= l4 + 4
@@ -88,6 +96,9 @@ fn forward(
         }
         let dev = dst.device();
         let mut send = |f: &[u8], w: &DeviceWork, st: &mut DirStats| {
+            if tunnelled && w.gso.is_some() {
+                st.sent_tunnel_gso_work += 1;
+            }
             if ours {
                 st.sent += 1;
                 st.sent_gso_work += usize::from(w.gso.is_some());
@@ -360,6 +371,101 @@ fn tun_ports_forward_kernel_tcp_with_gso() {
         Err(PortError::Unsendable(_))
     ));
     assert_eq!(b.drops().tx_errors, errors + 1);
+}
+
+/// Issue 16: TAP ports with `TUN_F_UDP_TUNNEL_GSO` (24-byte `virtio_net_hdr_v1_hash_tunnel`).
+/// Each namespace has a kernel VXLAN device (VNI 42, outer UDP checksum off) over its TAP; a
+/// TCP stream over the VXLAN devices crosses the forwarder. The kernel hands A whole VXLAN
+/// super-frames (tunnel and inner TCP GSO in the metadata), B's device takes them whole (the
+/// header carries the tunnel bits and offsets), and B's kernel segments, decapsulates and
+/// delivers every byte.
+#[test]
+fn tap_ports_carry_vxlan_super_frames_whole_both_ways() {
+    root();
+    let stage = Netns::create("slpstage").unwrap();
+    let ns_a = Netns::create("slpa").unwrap();
+    let ns_b = Netns::create("slpb").unwrap();
+    let name_a = format!("sva{}", unique_suffix());
+    let name_b = format!("svb{}", unique_suffix());
+    let cfg = TapPortConfig {
+        udp_tunnel_gso: true,
+        ..TapPortConfig::default()
+    };
+    let mut a = stage
+        .enter(|| TapPort::open(&name_a, &cfg))
+        .unwrap()
+        .unwrap();
+    let mut b = stage
+        .enter(|| TapPort::open(&name_b, &cfg))
+        .unwrap()
+        .unwrap();
+    for p in [&a, &b] {
+        assert_eq!(
+            p.hdr_format(),
+            sluice_packet::virtio::HdrFormat::V1HashTunnel,
+            "the kernel refused TUN_F_UDP_TUNNEL_GSO: {:#x}",
+            p.supported_offloads()
+        );
+        assert!(p.device().hw_enc_features.has(Feature::UdpTnl));
+    }
+    for (port, ns, under, local, remote, ip) in [
+        (
+            &a,
+            &ns_a,
+            "198.51.100.1/24",
+            "198.51.100.1",
+            "198.51.100.2",
+            "192.0.2.1/24",
+        ),
+        (
+            &b,
+            &ns_b,
+            "198.51.100.2/24",
+            "198.51.100.2",
+            "198.51.100.1",
+            "192.0.2.2/24",
+        ),
+    ] {
+        let n = port.ifname();
+        stage
+            .run(&["ip", "link", "set", n, "netns", ns.name()])
+            .unwrap();
+        ns.run(&["ip", "addr", "add", under, "dev", n]).unwrap();
+        ns.link_up(n).unwrap();
+        ns.run(&[
+            "ip",
+            "link",
+            "add",
+            "vx42",
+            "type",
+            "vxlan",
+            "id",
+            "42",
+            "local",
+            local,
+            "remote",
+            remote,
+            "dstport",
+            "4789",
+            "dev",
+            n,
+            "noudpcsum",
+        ])
+        .unwrap();
+        ns.run(&["ip", "addr", "add", ip, "dev", "vx42"]).unwrap();
+        ns.link_up("vx42").unwrap();
+    }
+    let (ab, _) = tcp_transfer(&ns_a, &ns_b, &mut a, &mut b, 5011, 2 << 20);
+    assert!(
+        ab.tunnel_gso > 0,
+        "no VXLAN super-frame from the kernel: {ab:?}"
+    );
+    assert!(ab.max_len <= 1514 || ab.tunnel_gso > 0);
+    assert!(
+        ab.sent_tunnel_gso_work > 0,
+        "no VXLAN super-frame written whole: {ab:?}"
+    );
+    assert_eq!(ab.dropped, 0, "{ab:?}");
 }
 
 /// Sets `UDP_SEGMENT` (UDP GSO) on a socket.
@@ -854,4 +960,129 @@ fn drain_counting(port: &mut dyn Port, pool: &mut BufPool, ours: impl Fn(&[u8]) 
             return n_ours;
         }
     }
+}
+
+/// Issue 16 (the VXLAN hop, evaluated): N equal VXLAN datagrams handed to the kernel as ONE
+/// UDP-GSO (USO) frame through an `AF_PACKET` port on a veth — outer headers once, the UDP
+/// payload the N VXLAN datagrams back to back, `gso_size` one datagram. The veth and the packet
+/// socket take it, the kernel cuts it into the N datagrams with their outer UDP checksums, and
+/// the peer's kernel VXLAN device decapsulates every one: a UDP socket behind it receives all N
+/// inner datagrams, in order.
+#[test]
+fn afpacket_uso_frame_of_vxlan_datagrams_reaches_a_kernel_vxlan_peer() {
+    use sluice_checksum::{checksum, pseudo};
+    root();
+    let ns_s = Netns::create("slpuso").unwrap();
+    let ns_k = Netns::create("slpusok").unwrap();
+    let vs = format!("us{}", unique_suffix());
+    let vk = format!("uk{}", unique_suffix());
+    let _veth = VethPair::create(&ns_s, &vs, &ns_k, &vk, 1500).unwrap();
+    ns_k.run(&["ip", "link", "set", &vk, "address", "02:00:00:00:02:02"])
+        .unwrap();
+    ns_k.run(&["ip", "addr", "add", "198.51.100.2/24", "dev", &vk])
+        .unwrap();
+    ns_k.run(&[
+        "ip",
+        "link",
+        "add",
+        "vx42",
+        "address",
+        "02:00:00:00:03:03",
+        "type",
+        "vxlan",
+        "id",
+        "42",
+        "local",
+        "198.51.100.2",
+        "remote",
+        "198.51.100.1",
+        "dstport",
+        "4789",
+        "dev",
+        &vk,
+    ])
+    .unwrap();
+    ns_k.run(&["ip", "addr", "add", "192.0.2.2/24", "dev", "vx42"])
+        .unwrap();
+    ns_k.link_up("vx42").unwrap();
+    let sock = ns_k
+        .enter(|| UdpSocket::bind("192.0.2.2:5099"))
+        .unwrap()
+        .unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut port = ns_s
+        .enter(|| AfPacketPort::open(&vs, &AfPacketPortConfig::default()))
+        .unwrap()
+        .unwrap();
+    assert!(port.device().features.has(Feature::Uso));
+
+    // N inner Ethernet/IPv4/UDP frames of equal length (the last shorter), each in VXLAN.
+    const N: usize = 8;
+    let inner_payload = |i: usize| -> Vec<u8> {
+        let len = if i == N - 1 { 300 } else { 1000 };
+        (0..len).map(|j| (i * 31 + j) as u8).collect()
+    };
+    let mut body = Vec::new();
+    let mut unit = 0;
+    for i in 0..N {
+        let data = inner_payload(i);
+        let mut d = vec![0x08, 0, 0, 0, 0, 0, 42, 0]; // VXLAN, VNI 42
+        d.extend_from_slice(&[0x02, 0, 0, 0, 3, 3, 0x02, 0, 0, 0, 9, 9, 0x08, 0x00]);
+        let ip_len = 20 + 8 + data.len();
+        let mut ip = vec![
+            0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
+        ];
+        ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&(i as u16).to_be_bytes());
+        let c = checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        d.extend_from_slice(&ip);
+        let mut udp = vec![0x9c, 0x40, 0x13, 0xeb, 0, 0, 0, 0]; // 40000 -> 5099
+        udp[4..6].copy_from_slice(&((8 + data.len()) as u16).to_be_bytes());
+        udp.extend_from_slice(&data);
+        let seed = pseudo::ipv4([192, 0, 2, 1], [192, 0, 2, 2], 17, (8 + data.len()) as u16);
+        let s = sluice_checksum::combine(seed, sluice_checksum::sum(&udp));
+        let c = !s;
+        udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+        d.extend_from_slice(&udp);
+        if i == 0 {
+            unit = d.len();
+        }
+        body.extend_from_slice(&d);
+    }
+    // One outer Ethernet/IPv4/UDP header in front of all of them.
+    let udp_len = 8 + body.len();
+    let mut f = vec![0x02, 0, 0, 0, 2, 2, 0x02, 0, 0, 0, 1, 1, 0x08, 0x00];
+    let mut ip = vec![
+        0x45, 0, 0, 0, 0, 7, 0, 0, 64, 17, 0, 0, 198, 51, 100, 1, 198, 51, 100, 2,
+    ];
+    ip[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+    let c = checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    let seed = pseudo::ipv4([198, 51, 100, 1], [198, 51, 100, 2], 17, udp_len as u16);
+    f.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb5]); // 49152 -> 4789
+    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    f.extend_from_slice(&seed.to_be_bytes());
+    f.extend_from_slice(&body);
+    let work = DeviceWork {
+        l4_csum: Some((34, 6)),
+        gso: Some((GsoType::UdpL4, unit as u16, false)),
+        ..DeviceWork::default()
+    };
+    port.send(&f, &work)
+        .expect("the packet socket takes the USO frame");
+    port.flush().expect("flush");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 2048];
+    while got.len() < N {
+        match sock.recv(&mut buf) {
+            Ok(n) => got.push(buf[..n].to_vec()),
+            Err(e) => panic!("{} of {N} inner datagrams arrived: {e}", got.len()),
+        }
+    }
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(g, &inner_payload(i), "datagram {i}");
+    }
+    assert_eq!(port.drops().tx_errors, 0);
 }

@@ -107,6 +107,20 @@ pub enum Request {
     },
     /// List ports.
     PortList {},
+    /// One port, with its settings in effect.
+    PortShow {
+        /// The port name.
+        name: String,
+    },
+    /// Change a port's settings (GRO choices, VLAN depth, envelope, GSO limits): setting name
+    /// → value (`true`/`false`, a number, or a string as `sluice port set` takes it), all or
+    /// none. Answers the port as `port_show` does.
+    PortSet {
+        /// The port name.
+        name: String,
+        /// The changes.
+        set: BTreeMap<String, Value>,
+    },
     /// Insert rules (text syntax) in one batch.
     FlowAdd {
         /// The rules, one per element.
@@ -209,6 +223,27 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
             to_value(switch.reopen_port(&name).map_err(|e| e.to_string())?)?
         }
         Request::PortList {} => to_value(switch.ports().map_err(|e| e.to_string())?)?,
+        Request::PortShow { name } => to_value(switch.port(&name).map_err(|e| e.to_string())?)?,
+        Request::PortSet { name, set } => {
+            let changes: Vec<(String, String)> = set
+                .into_iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        Value::Bool(true) => "on".to_string(),
+                        Value::Bool(false) => "off".to_string(),
+                        Value::String(s) => s,
+                        Value::Null => "default".to_string(),
+                        other => other.to_string(),
+                    };
+                    (k, v)
+                })
+                .collect();
+            to_value(
+                switch
+                    .set_port(&name, &changes)
+                    .map_err(|e| e.to_string())?,
+            )?
+        }
         Request::FlowAdd { rules, atomic } => to_value(
             switch
                 .add_flows(&rules, atomic)

@@ -14,9 +14,9 @@ pub mod workers;
 
 pub use control::{Client, ControlServer, Request, ServerConfig};
 pub use switch::{
-    FeatureState, FlowResult, PortInfo, PortKind, PortRequest, PortStatsInfo, QuotaChange,
-    QuotaInfo, StoreReport, Switch, SwitchConfig, SwitchError, MAX_ACTIONS, MAX_BATCH,
-    MAX_PORT_NUMBER,
+    FeatureState, FlowResult, PortInfo, PortKind, PortRequest, PortSettingsInfo, PortStatsInfo,
+    QuotaChange, QuotaInfo, StoreReport, Switch, SwitchConfig, SwitchError, MAX_ACTIONS, MAX_BATCH,
+    MAX_PORT_NUMBER, PORT_SETTINGS,
 };
 pub use workers::ThreadStats;
 

@@ -4,9 +4,10 @@
 //! `docs/control.md` ("Durable state").
 //!
 //! What is stored: each port (handle, name, number, kind, and the settings `gro`, `offloads`,
-//! `netns`) with the feature overrides the operator set (long ethtool names), and each rule
-//! as the text the client sent (the match bytes; the action bytes are empty) with its priority
-//! and handle. Counters are not stored.
+//! `netns`, `udp_tunnel_gso`, `gro_tunnel`, `gro_udp` and the overrides `vlan_depth`,
+//! `envelope`, `gso_max_size`, `gso_max_segs`) with the feature overrides the operator set
+//! (long ethtool names), and each rule as the text the client sent (the match bytes; the action
+//! bytes are empty) with its priority and handle. Counters are not stored.
 //!
 //! Order of a change: apply it to the switch, commit it, answer. When the commit fails the
 //! change is undone (a port closed again, rules deleted or put back with their handles,
@@ -67,20 +68,40 @@ fn stored_port(
     req: &PortRequest,
     features: BTreeMap<String, bool>,
 ) -> StoredPort {
-    let mut settings = BTreeMap::new();
-    settings.insert("gro".to_string(), req.gro.to_string());
-    settings.insert("offloads".to_string(), req.offloads.to_string());
-    if let Some(ns) = &req.netns {
-        settings.insert("netns".to_string(), ns.clone());
-    }
     StoredPort {
         handle,
         name: req.name.clone(),
         number,
         kind: req.kind.name().to_string(),
-        settings,
+        settings: stored_settings(req),
         features,
     }
+}
+
+/// The store's record of a port's settings: every one the request holds (numbers only when
+/// overridden).
+fn stored_settings(req: &PortRequest) -> BTreeMap<String, String> {
+    let mut settings = BTreeMap::new();
+    settings.insert("gro".to_string(), req.gro.to_string());
+    settings.insert("offloads".to_string(), req.offloads.to_string());
+    settings.insert("gro_tunnel".to_string(), req.gro_tunnel.to_string());
+    settings.insert("udp_tunnel_gso".to_string(), req.udp_tunnel_gso.to_string());
+    settings.insert("gro_udp".to_string(), req.gro_udp.to_string());
+    if let Some(ns) = &req.netns {
+        settings.insert("netns".to_string(), ns.clone());
+    }
+    let numbers = [
+        ("vlan_depth", req.vlan_depth.map(u32::from)),
+        ("envelope", req.envelope),
+        ("gso_max_size", req.gso_max_size),
+        ("gso_max_segs", req.gso_max_segs),
+    ];
+    for (k, v) in numbers {
+        if let Some(v) = v {
+            settings.insert(k.to_string(), v.to_string());
+        }
+    }
+    settings
 }
 
 /// The request that opens a stored port again.
@@ -99,14 +120,22 @@ fn port_request(p: &StoredPort) -> Result<PortRequest, String> {
             Some(v) => Err(format!("setting {key} = {v:?} is not true or false")),
         }
     };
-    Ok(PortRequest {
-        name: p.name.clone(),
-        kind,
+    let mut req = PortRequest {
         number: Some(p.number),
         gro: flag("gro", false)?,
         offloads: flag("offloads", true)?,
         netns: p.settings.get("netns").cloned(),
-    })
+        gro_tunnel: flag("gro_tunnel", true)?,
+        udp_tunnel_gso: flag("udp_tunnel_gso", true)?,
+        gro_udp: flag("gro_udp", false)?,
+        ..PortRequest::new(&p.name, kind)
+    };
+    for key in ["vlan_depth", "envelope", "gso_max_size", "gso_max_segs"] {
+        if let Some(v) = p.settings.get(key) {
+            req.set(key, v)?;
+        }
+    }
+    Ok(req)
 }
 
 /// Deletes the TAP of `req` that a switch with a store kept (`persist`: made it persistent)
@@ -203,6 +232,18 @@ impl Control {
             self.next_port_handle = handle;
         }
         out
+    }
+
+    /// Records the settings of the port with `handle` as `req` has them.
+    pub(super) fn persist_port_settings(
+        &mut self,
+        handle: u64,
+        req: &PortRequest,
+    ) -> Result<(), SwitchError> {
+        self.commit(&[Change::PortSettings {
+            handle,
+            settings: stored_settings(req),
+        }])
     }
 
     /// Records the removal of port `name` with the rules deleted with it (`naming`), in one
@@ -577,7 +618,7 @@ impl Switch {
                         .collect()
                 }
             };
-            let opts = PortOptions { gro: req.gro };
+            let opts = req.options();
             self.workers
                 .add_port(port.number, queues, opts)?
                 .map_err(|e| SwitchError::Port(format!("port {:?}: {e}", req.name)))?;

@@ -26,7 +26,8 @@ pub use quota::{QuotaChange, QuotaInfo};
 mod types;
 use types::state_name;
 pub use types::{
-    FeatureState, FlowResult, PortInfo, PortKind, PortRequest, PortStatsInfo, SwitchConfig,
+    FeatureState, FlowResult, PortInfo, PortKind, PortRequest, PortSettingsInfo, PortStatsInfo,
+    SwitchConfig, PORT_SETTINGS,
 };
 
 use crate::workers::{open_queues, ThreadJob, ThreadStats, Workers};
@@ -38,7 +39,7 @@ use sluice_flow::{
     parse_rule, Action, BatchMode, Field, FlowTable, Handle, Mask, PortNames, Rule, RuleError,
     RuleRef, RuleText, TableConfig,
 };
-use sluice_offload::features::Feature;
+use sluice_offload::features::{Device, DeviceLimits, Feature};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -446,9 +447,12 @@ impl Switch {
                     ))
                 })?,
         };
+        req.limits()
+            .validate()
+            .map_err(|e| SwitchError::Invalid(format!("port {:?}: {e}", req.name)))?;
         let persist = ctl.store.is_some();
         let queues = open_queues(&req, self.workers.threads(), persist)?;
-        let opts = PortOptions { gro: req.gro };
+        let opts = req.options();
         self.workers
             .add_port(number, queues, opts)?
             .map_err(|e| SwitchError::Invalid(format!("port {:?}: {e}", req.name)))?;
@@ -610,7 +614,8 @@ impl Switch {
             let port = dp.port(number)?;
             let down = dp.is_down(number)?;
             let device = dp.device(number)?;
-            let gro = dp.options(number).is_some_and(|o| o.gro);
+            let opts = dp.options(number)?;
+            let gro = opts.gro;
             let mut features: Vec<String> = Feature::ALL
                 .iter()
                 .filter(|f| device.features.has(**f))
@@ -628,9 +633,71 @@ impl Switch {
                 gro,
                 features,
                 mtu: device.mtu,
+                settings: PortSettingsInfo::new(&opts, &device),
             })
         })?
         .ok_or_else(|| SwitchError::NotFound(format!("port {number} vanished")))
+    }
+
+    /// One port's description, with its settings in effect.
+    pub fn port(&self, name: &str) -> Result<PortInfo, SwitchError> {
+        self.port_info(name)
+    }
+
+    /// Changes settings of a port (`key`, `value` as [`PortRequest::set`] takes them: GRO
+    /// choices, VLAN depth, envelope, GSO limits), all or none: every pair is checked first.
+    /// Applied on every thread's queue of the port from its next packet on; with a durable
+    /// store, recorded before this returns (and undone if that fails). A restart opens the
+    /// port with them.
+    pub fn set_port(
+        &self,
+        name: &str,
+        changes: &[(String, String)],
+    ) -> Result<PortInfo, SwitchError> {
+        if changes.is_empty() {
+            return Err(SwitchError::Invalid(format!(
+                "port {name:?}: nothing to set (settings: {})",
+                PORT_SETTINGS.join(", ")
+            )));
+        }
+        let mut ctl = self.control();
+        let entry = ctl
+            .ports
+            .get(name)
+            .ok_or_else(|| SwitchError::NotFound(format!("no port named {name:?}")))?;
+        let (number, handle, old) = (entry.number, entry.handle, entry.req.clone());
+        let mut req = old.clone();
+        for (k, v) in changes {
+            req.set(k, v)
+                .map_err(|e| SwitchError::Invalid(format!("port {name:?}: {e}")))?;
+        }
+        // `rx-gro` through `features_set` changes GRO too: keep what is in effect unless
+        // this request names `gro`.
+        let names_gro = changes.iter().any(|(k, _)| k == "gro");
+        let apply = |req: &PortRequest| {
+            let opts = req.options();
+            self.workers.call_all(move |_, dp| {
+                let mut o = opts;
+                if !names_gro {
+                    o.gro = dp.options(number).is_some_and(|c| c.gro);
+                }
+                dp.set_options(number, o).map_err(|e| e.to_string())
+            })
+        };
+        let out = apply(&req)?;
+        if let Some(Err(e)) = out.into_iter().find(Result::is_err) {
+            let _ = apply(&old);
+            return Err(SwitchError::Port(format!("port {name:?}: {e}")));
+        }
+        if let Err(e) = ctl.persist_port_settings(handle, &req) {
+            let _ = apply(&old);
+            return Err(e);
+        }
+        if let Some(entry) = ctl.ports.get_mut(name) {
+            entry.req = req;
+        }
+        drop(ctl);
+        self.port_info(name)
     }
 
     /// Every port, by number.

@@ -384,6 +384,9 @@ impl PortStatsInfo {
         self.tx_kernel_drops += o.tx_kernel_drops;
         self.rx_errors += o.rx_errors;
         self.tx_prepare_drops += o.tx_prepare_drops;
+        self.tx_hw_gso += o.tx_hw_gso;
+        self.tx_soft_gso += o.tx_soft_gso;
+        self.tx_partial_gso += o.tx_partial_gso;
         self.tx_errors += o.tx_errors;
         self.gro_merged_segments += o.gro_merged_segments;
         self.gro_merged_packets += o.gro_merged_packets;
@@ -440,6 +443,7 @@ fn open_tap(
         offloads: req.offloads,
         persist,
         tun,
+        udp_tunnel_gso: req.udp_tunnel_gso,
         ..TapPortConfig::default()
     };
     let kind = req.kind.name();

@@ -279,6 +279,7 @@ pub fn run(args: Args) -> Result<()> {
             Box::new(port),
             PortOptions {
                 gro: gro.contains(&number),
+                ..PortOptions::default()
             },
         )?;
     }

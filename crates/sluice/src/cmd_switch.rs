@@ -270,9 +270,34 @@ pub enum PortCmd {
         /// Start with every offload off.
         #[arg(long)]
         no_offloads: bool,
+        /// TAP: keep the 12-byte virtio_net_hdr (no UDP-tunnel GSO: VXLAN / Geneve
+        /// super-frames are segmented before they cross the TAP).
+        #[arg(long)]
+        no_udp_tunnel_gso: bool,
         /// Open the port inside this network namespace (`ip netns` name).
         #[arg(long)]
         netns: Option<String>,
+        /// Settings, as `sluice port set` takes them (`vlan_depth=2 gso_max_size=32768 …`).
+        settings: Vec<String>,
+    },
+    /// Change a port's settings: `KEY=VALUE …`, all or none. Keys: `gro`, `gro_tunnel`,
+    /// `gro_udp` (on/off); `vlan_depth` (stacked VLAN tags the device segments and checksums
+    /// under, 0-8), `envelope` (bytes of tags beyond MTU, 0-64), `gso_max_size` (bytes),
+    /// `gso_max_segs` (a number, or `default` for the port's own).
+    Set {
+        /// The port name.
+        name: String,
+        /// Changes, e.g. `vlan_depth=2 gro_udp=on`.
+        #[arg(required = true)]
+        settings: Vec<String>,
+    },
+    /// One port: kind, state, MTU, features and its settings in effect.
+    Show {
+        /// The port name.
+        name: String,
+        /// JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Close a port (refused while rules name it, unless --force).
     Del {
@@ -315,7 +340,9 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
             number,
             gro,
             no_offloads,
+            no_udp_tunnel_gso,
             netns,
+            settings,
         } => {
             let mut r = PortRequest::new(
                 &name,
@@ -328,7 +355,11 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
             r.number = number;
             r.gro = gro;
             r.offloads = !no_offloads;
+            r.udp_tunnel_gso = !no_udp_tunnel_gso;
             r.netns = netns;
+            for (k, v) in parse_settings(&settings)? {
+                r.set(&k, &v).map_err(anyhow::Error::msg)?;
+            }
             let v = request(socket, &Request::PortAdd(r))?;
             println!(
                 "port {} {} added",
@@ -351,6 +382,43 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
         PortCmd::Up { name } => {
             request(socket, &Request::PortUp { name: name.clone() })?;
             println!("port {name} up");
+            Ok(())
+        }
+        PortCmd::Set { name, settings } => {
+            let set = parse_settings(&settings)?
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            let v = request(
+                socket,
+                &Request::PortSet {
+                    name: name.clone(),
+                    set,
+                },
+            )?;
+            println!("{name}: {}", settings_line(&v["settings"]));
+            Ok(())
+        }
+        PortCmd::Show { name, json } => {
+            let v = request(socket, &Request::PortShow { name })?;
+            if json {
+                println!("{v}");
+                return Ok(());
+            }
+            let feats: Vec<&str> = v["features"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            println!(
+                "port {} {} ({}, {}), mtu {}",
+                v["number"].as_u64().unwrap_or(0),
+                v["name"].as_str().unwrap_or("?"),
+                v["kind"].as_str().unwrap_or("?"),
+                v["state"].as_str().unwrap_or("?"),
+                v["mtu"].as_u64().unwrap_or(0)
+            );
+            println!("settings: {}", settings_line(&v["settings"]));
+            println!("features: {}", feats.join(","));
             Ok(())
         }
         PortCmd::List { json } => {
@@ -386,6 +454,33 @@ pub fn run_port(socket: &Path, cmd: PortCmd) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `KEY=VALUE` arguments as pairs.
+fn parse_settings(args: &[String]) -> Result<Vec<(String, String)>> {
+    args.iter()
+        .map(|a| match a.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => bail!(
+                "{a:?}: expected KEY=VALUE (keys: {})",
+                sluice_switch::PORT_SETTINGS.join(", ")
+            ),
+        })
+        .collect()
+}
+
+/// A port's settings (`PortSettingsInfo` as JSON) as `key=value …`, in the order of
+/// `PORT_SETTINGS`.
+fn settings_line(v: &Value) -> String {
+    sluice_switch::PORT_SETTINGS
+        .iter()
+        .map(|k| match &v[*k] {
+            Value::Bool(b) => format!("{k}={}", if *b { "on" } else { "off" }),
+            Value::Null => format!("{k}=?"),
+            other => format!("{k}={other}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Reads a rules file: (line number, rule) for every non-blank, non-comment line.
@@ -541,7 +636,7 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:>4} {:<16} {:<5} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}",
+        "{:>4} {:<16} {:<5} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10}",
         "port",
         "name",
         "state",
@@ -550,7 +645,9 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
         "tx_packets",
         "tx_bytes",
         "rx_drops",
-        "tx_drops"
+        "tx_drops",
+        "hw_gso",
+        "sw_gso"
     );
     for p in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
         let g = |k: &str| p[k].as_u64().unwrap_or(0);
@@ -562,7 +659,7 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
             + g("rx_kernel_drops");
         let tx_drops = g("tx_prepare_drops") + g("tx_errors") + g("tx_kernel_drops");
         println!(
-            "{:>4} {:<16} {:<5} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}",
+            "{:>4} {:<16} {:<5} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10}",
             g("number"),
             p["name"].as_str().unwrap_or("?"),
             p["state"].as_str().unwrap_or("?"),
@@ -571,7 +668,9 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
             g("tx_packets"),
             g("tx_bytes"),
             rx_drops,
-            tx_drops
+            tx_drops,
+            g("tx_hw_gso"),
+            g("tx_soft_gso") + g("tx_partial_gso")
         );
     }
     Ok(())

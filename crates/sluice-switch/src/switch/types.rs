@@ -93,6 +93,33 @@ pub struct PortRequest {
     /// Open the port inside this named network namespace (`ip netns` name).
     #[serde(default)]
     pub netns: Option<String>,
+    /// TAP: negotiate UDP-tunnel GSO with the 24-byte `virtio_net_hdr` (default on; the
+    /// 12-byte header where the kernel refuses it), so VXLAN / Geneve super-frames cross the
+    /// TAP whole. Set when the port is opened.
+    #[serde(default = "default_true")]
+    pub udp_tunnel_gso: bool,
+    /// GRO merges tunnelled (VXLAN, Geneve, GRE) packets by their inner flow (default on).
+    #[serde(default = "default_true")]
+    pub gro_tunnel: bool,
+    /// GRO merges plain UDP datagrams into USO packets (default off).
+    #[serde(default)]
+    pub gro_udp: bool,
+    /// How many stacked VLAN tags the device segments and checksums under (0 to 8); the
+    /// port kind's own when absent (AF_PACKET 8, TAP 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan_depth: Option<u8>,
+    /// Envelope allowance: L2 header bytes (VLAN tags) accepted beyond Ethernet header + MTU
+    /// (0 to 64); 4 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<u32>,
+    /// Largest GSO packet handed to the device whole (bytes, as `ip link … gso_max_size`);
+    /// the device's own when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gso_max_size: Option<u32>,
+    /// Most segments of a GSO packet handed to the device whole (as `ip link …
+    /// gso_max_segs`); the device's own when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gso_max_segs: Option<u32>,
 }
 
 impl PortRequest {
@@ -105,6 +132,118 @@ impl PortRequest {
             gro: false,
             offloads: true,
             netns: None,
+            udp_tunnel_gso: true,
+            gro_tunnel: true,
+            gro_udp: false,
+            vlan_depth: None,
+            envelope: None,
+            gso_max_size: None,
+            gso_max_segs: None,
+        }
+    }
+
+    /// The device overrides the request asks for.
+    pub fn limits(&self) -> DeviceLimits {
+        DeviceLimits {
+            vlan_depth: self.vlan_depth,
+            envelope: self.envelope,
+            gso_max_size: self.gso_max_size,
+            gso_max_segs: self.gso_max_segs,
+        }
+    }
+
+    /// The datapath options the request asks for.
+    pub fn options(&self) -> PortOptions {
+        PortOptions {
+            gro: self.gro,
+            gro_tunnel: self.gro_tunnel,
+            gro_udp: self.gro_udp,
+            limits: self.limits(),
+        }
+    }
+
+    /// Changes one setting by its name (`gro`, `gro_tunnel`, `gro_udp`: `on`/`off`;
+    /// `vlan_depth`, `envelope`, `gso_max_size`, `gso_max_segs`: a number, or `default` for
+    /// the port's own). The error names the setting and what it accepts; nothing changes then.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        fn flag(key: &str, v: &str) -> Result<bool, String> {
+            match v {
+                "on" | "true" | "1" => Ok(true),
+                "off" | "false" | "0" => Ok(false),
+                _ => Err(format!("{key}: {v:?} is not on or off")),
+            }
+        }
+        fn number<T: std::str::FromStr>(key: &str, v: &str) -> Result<Option<T>, String> {
+            if v == "default" {
+                return Ok(None);
+            }
+            v.parse()
+                .map(Some)
+                .map_err(|_| format!("{key}: {v:?} is not a number (or default)"))
+        }
+        let mut next = self.clone();
+        match key {
+            "gro" => next.gro = flag(key, value)?,
+            "gro_tunnel" => next.gro_tunnel = flag(key, value)?,
+            "gro_udp" => next.gro_udp = flag(key, value)?,
+            "vlan_depth" => next.vlan_depth = number(key, value)?,
+            "envelope" => next.envelope = number(key, value)?,
+            "gso_max_size" => next.gso_max_size = number(key, value)?,
+            "gso_max_segs" => next.gso_max_segs = number(key, value)?,
+            _ => {
+                return Err(format!(
+                    "no port setting {key:?} (settings: {})",
+                    PORT_SETTINGS.join(", ")
+                ))
+            }
+        }
+        next.limits().validate()?;
+        *self = next;
+        Ok(())
+    }
+}
+
+/// The port settings [`PortRequest::set`] (and `sluice port set`) change.
+pub const PORT_SETTINGS: [&str; 7] = [
+    "gro",
+    "gro_tunnel",
+    "gro_udp",
+    "vlan_depth",
+    "envelope",
+    "gso_max_size",
+    "gso_max_segs",
+];
+
+/// A port's settings in effect: the GRO choices and the transmit device's VLAN depth, envelope
+/// and GSO limits (the port's own where no override is set).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortSettingsInfo {
+    /// GRO on.
+    pub gro: bool,
+    /// Tunnel GRO on.
+    pub gro_tunnel: bool,
+    /// UDP GRO on.
+    pub gro_udp: bool,
+    /// VLAN tags the device segments and checksums under.
+    pub vlan_depth: u8,
+    /// Envelope allowance (bytes).
+    pub envelope: u32,
+    /// Largest GSO packet the device takes whole (bytes).
+    pub gso_max_size: u32,
+    /// Most segments of a GSO packet the device takes whole.
+    pub gso_max_segs: u32,
+}
+
+impl PortSettingsInfo {
+    pub(crate) fn new(opts: &PortOptions, device: &Device) -> PortSettingsInfo {
+        PortSettingsInfo {
+            gro: opts.gro,
+            gro_tunnel: opts.gro_tunnel,
+            gro_udp: opts.gro_udp,
+            vlan_depth: device.vlan_depth,
+            envelope: device.envelope,
+            gso_max_size: device.gso_max_size,
+            gso_max_segs: device.gso_max_segs,
         }
     }
 }
@@ -129,6 +268,8 @@ pub struct PortInfo {
     pub features: Vec<String>,
     /// The device MTU.
     pub mtu: u32,
+    /// The settings in effect.
+    pub settings: PortSettingsInfo,
 }
 
 /// One feature of a port, as `ethtool -k` shows it.
@@ -189,6 +330,15 @@ pub struct PortStatsInfo {
     pub rx_errors: u64,
     /// Packets transmit preparation dropped for this egress.
     pub tx_prepare_drops: u64,
+    /// GSO packets handed to the device whole.
+    #[serde(default)]
+    pub tx_hw_gso: u64,
+    /// GSO packets segmented in software because the device could not (fallbacks).
+    #[serde(default)]
+    pub tx_soft_gso: u64,
+    /// GSO packets split by partial segmentation.
+    #[serde(default)]
+    pub tx_partial_gso: u64,
     /// Frames the port failed to send.
     pub tx_errors: u64,
     /// Segments software GRO merged.
@@ -216,6 +366,9 @@ impl PortStatsInfo {
             tx_kernel_drops: s.port.tx_kernel,
             rx_errors: s.rx_errors,
             tx_prepare_drops: s.tx_prepare_drops,
+            tx_hw_gso: s.tx_hw_gso,
+            tx_soft_gso: s.tx_soft_gso,
+            tx_partial_gso: s.tx_partial_gso,
             tx_errors: s.tx_errors,
             gro_merged_segments: s.gro.merged_segments,
             gro_merged_packets: s.gro.merged_packets,

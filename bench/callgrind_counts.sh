@@ -8,15 +8,20 @@
 #   and 11 000 times; `mix8` parses all eight frames per iteration and is reported per frame.
 # - gso: crates/sluice-offload/benches/gso.rs (GSO_BENCH_ONLY=NAME, 1 and 2 timing rounds of
 #   20 000 calls): instructions per 64 000-byte super-packet (MSS 1448, 45 segments).
+# - datapath: crates/sluice-datapath/benches/datapath.rs (`profile SCENARIO POLLS`, 100 and 1 100
+#   polls): instructions per received packet of the whole datapath loop with in-memory ports
+#   (small: 64 UDP flows through 9 rules; tcp_gso: GRO then software GSO; tcp_vlan: GRO,
+#   push_vlan, TSO egress).
 #
-# Usage: bench/callgrind_counts.sh parse|gso [BENCH_BINARY]   (default: builds the bench)
+# Usage: bench/callgrind_counts.sh parse|gso|datapath [BENCH_BINARY]   (default: builds the bench)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-what=${1:?usage: callgrind_counts.sh parse|gso [BENCH_BINARY]}
+what=${1:?usage: callgrind_counts.sh parse|gso|datapath [BENCH_BINARY]}
 case $what in
 parse) package=sluice-wire ;;
 gso) package=sluice-offload ;;
-*) echo "callgrind_counts.sh: parse or gso, not $what" >&2; exit 2 ;;
+datapath) package=sluice-datapath ;;
+*) echo "callgrind_counts.sh: parse, gso or datapath, not $what" >&2; exit 2 ;;
 esac
 if [ $# -ge 2 ]; then
     bin=$2
@@ -39,6 +44,14 @@ if [ "$what" = parse ]; then
         [ "$name" = mix8 ] && frames=8
         per_op "$name" "$(collected "$bin" profile "$name" 1000)" \
             "$(collected "$bin" profile "$name" 11000)" $((10000 * frames))
+    done
+elif [ "$what" = datapath ]; then
+    echo "scenario             instructions per received packet"
+    for name in small tcp_gso tcp_vlan; do
+        per_poll=64
+        [ "$name" = small ] || per_poll=44
+        per_op "$name" "$(collected "$bin" profile "$name" 100)" \
+            "$(collected "$bin" profile "$name" 1100)" $((1000 * per_poll))
     done
 else
     echo "measurement          instructions per super-packet (45 segments)"

@@ -8,9 +8,9 @@
 #   and 11 000 times; `mix8` parses all eight frames per iteration and is reported per frame.
 # - gso: crates/sluice-offload/benches/gso.rs (GSO_BENCH_ONLY=NAME, 1 and 2 timing rounds of
 #   20 000 calls): instructions per 64 000-byte super-packet (MSS 1448, 45 segments).
-# - datapath: crates/sluice-datapath/benches/datapath.rs (`profile SCENARIO POLLS`, 100 and 1 100
+# - datapath: crates/sluice-datapath/benches/datapath.rs (`profile SCENARIO POLLS`, 128 and 1 152
 #   polls): instructions per received packet of the whole datapath loop with in-memory ports
-#   (small: 64 UDP flows through 9 rules; tcp_gso: GRO then software GSO; tcp_vlan: GRO,
+#   (small: 64 UDP flows through 9 rules; many: 8 192 flows, mostly exact-match cache misses; tcp_gso: GRO then software GSO; tcp_vlan: GRO,
 #   push_vlan, TSO egress).
 #
 # Usage: bench/callgrind_counts.sh parse|gso|datapath [BENCH_BINARY]   (default: builds the bench)
@@ -47,11 +47,11 @@ if [ "$what" = parse ]; then
     done
 elif [ "$what" = datapath ]; then
     echo "scenario             instructions per received packet"
-    for name in small tcp_gso tcp_vlan; do
-        per_poll=64
-        [ "$name" = small ] || per_poll=44
-        per_op "$name" "$(collected "$bin" profile "$name" 100)" \
-            "$(collected "$bin" profile "$name" 1100)" $((1000 * per_poll))
+    for name in small many tcp_gso tcp_vlan; do
+        per_poll=44
+        case $name in small | many) per_poll=64 ;; esac
+        per_op "$name" "$(collected "$bin" profile "$name" 128)" \
+            "$(collected "$bin" profile "$name" 1152)" $((1024 * per_poll))
     done
 else
     echo "measurement          instructions per super-packet (45 segments)"

@@ -7,6 +7,8 @@
 //! Scenarios (each one burst of frames on port `a` per poll, forwarded to port `b`):
 //! - `small`: 64 UDP/IPv4 datagrams of 64 payload bytes, 64 flows, GRO off, a table of 9 rules
 //!   of different masks; `b` has every offload (no transmit work).
+//! - `many`: as `small` with 8 192 flows (128 bursts of 64, in turn): twice the exact-match
+//!   cache's entries, so most lookups go to the classifier.
 //! - `tcp_gso`: 44 TCP/IPv4 segments of 1448 bytes of one flow, GRO on `a`; `b` has no offload,
 //!   so the merged packet is segmented and checksummed in software.
 //! - `tcp_vlan`: as `tcp_gso` with `push_vlan` before the output, `b` with every offload (TSO),
@@ -27,9 +29,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// A port that receives the same burst of frames on every call.
+/// A port that receives the next of its bursts of frames on every call (round robin).
 struct Source {
-    burst: Vec<(Vec<u8>, OffloadMeta)>,
+    bursts: Vec<Vec<(Vec<u8>, OffloadMeta)>>,
+    next: usize,
     device: Device,
 }
 
@@ -51,7 +54,9 @@ impl Port for Source {
         max: usize,
     ) -> sluice_datapath::RecvResult {
         let mut n = 0;
-        for (frame, meta) in self.burst.iter().take(max) {
+        let burst = self.bursts.get(self.next).map_or(&[][..], Vec::as_slice);
+        self.next = (self.next + 1) % self.bursts.len().max(1);
+        for (frame, meta) in burst.iter().take(max) {
             let mut b = pool.get();
             b.room_mut()[..frame.len()].copy_from_slice(frame);
             b.set_len(frame.len());
@@ -120,49 +125,53 @@ fn scenario(name: &str) -> Scenario {
     let mut names = PortNames::new();
     names.insert("a", 1);
     names.insert("b", 2);
-    let (rules, burst, gro, out_dev): (Vec<&str>, Vec<(Vec<u8>, OffloadMeta)>, bool, Device) =
-        match name {
-            "small" => (
-                vec![
-                    "prio 50 in_port a eth_type ipv4 ip_proto tcp dst_port 22 action drop",
-                    "prio 45 in_port a eth_type ipv4 ip_proto udp dst_port 53 action drop",
-                    "prio 40 in_port a eth_type ipv6 action drop",
-                    "prio 35 in_port a eth_type ipv4 src_ip 10.0.0.0/8 action drop",
-                    "prio 30 in_port a eth_type ipv4 dst_ip 172.16.0.0/12 action drop",
-                    "prio 25 in_port b action output:a",
-                    "prio 20 in_port a eth_type ipv4 ip_proto udp dst_port 5201 action output:b",
-                    "prio 15 in_port a eth_type arp action output:b",
-                    "prio 10 in_port a action drop",
-                ],
-                (0..64u16)
-                    .map(|i| {
-                        let mut s = Seg::udp4(64, u32::from(i));
-                        s.sport = 30000 + i;
-                        verified(s.build())
-                    })
-                    .collect(),
-                false,
-                Device::new(Features::ALL),
-            ),
-            "tcp_gso" | "tcp_vlan" => (
-                if name == "tcp_gso" {
-                    vec!["prio 10 in_port a action output:b"]
-                } else {
-                    vec!["prio 10 in_port a action push_vlan:802.1q:100,output:b"]
-                },
-                stream(&Seg::tcp4(1, 1448), 44, 1448)
-                    .iter()
-                    .map(|s| verified(s.build()))
-                    .collect(),
-                true,
-                if name == "tcp_gso" {
-                    Device::new(Features::NONE)
-                } else {
-                    Device::new(Features::ALL)
-                },
-            ),
-            other => panic!("no scenario {other}: small, tcp_gso or tcp_vlan"),
-        };
+    type Bursts = Vec<Vec<(Vec<u8>, OffloadMeta)>>;
+    let flows: u16 = if name == "many" { 8192 } else { 64 };
+    let (rules, bursts, gro, out_dev): (Vec<&str>, Bursts, bool, Device) = match name {
+        "small" | "many" => (
+            vec![
+                "prio 50 in_port a eth_type ipv4 ip_proto tcp dst_port 22 action drop",
+                "prio 45 in_port a eth_type ipv4 ip_proto udp dst_port 53 action drop",
+                "prio 40 in_port a eth_type ipv6 action drop",
+                "prio 35 in_port a eth_type ipv4 src_ip 10.0.0.0/8 action drop",
+                "prio 30 in_port a eth_type ipv4 dst_ip 172.16.0.0/12 action drop",
+                "prio 25 in_port b action output:a",
+                "prio 20 in_port a eth_type ipv4 ip_proto udp dst_port 5201 action output:b",
+                "prio 15 in_port a eth_type arp action output:b",
+                "prio 10 in_port a action drop",
+            ],
+            (0..flows)
+                .map(|i| {
+                    let mut s = Seg::udp4(64, u32::from(i));
+                    s.sport = 10000 + i;
+                    verified(s.build())
+                })
+                .collect::<Vec<_>>()
+                .chunks(64)
+                .map(<[_]>::to_vec)
+                .collect(),
+            false,
+            Device::new(Features::ALL),
+        ),
+        "tcp_gso" | "tcp_vlan" => (
+            if name == "tcp_gso" {
+                vec!["prio 10 in_port a action output:b"]
+            } else {
+                vec!["prio 10 in_port a action push_vlan:802.1q:100,output:b"]
+            },
+            vec![stream(&Seg::tcp4(1, 1448), 44, 1448)
+                .iter()
+                .map(|s| verified(s.build()))
+                .collect()],
+            true,
+            if name == "tcp_gso" {
+                Device::new(Features::NONE)
+            } else {
+                Device::new(Features::ALL)
+            },
+        ),
+        other => panic!("no scenario {other}: small, many, tcp_gso or tcp_vlan"),
+    };
     let mut table = FlowTable::new(TableConfig::default());
     let parsed = rules
         .iter()
@@ -171,12 +180,13 @@ fn scenario(name: &str) -> Scenario {
     for r in table.insert_batch(parsed, BatchMode::AllOrNothing) {
         r.expect("the bench rules go in");
     }
-    let per_poll = burst.len();
+    let per_poll = bursts.first().map_or(0, Vec::len);
     let mut dp = Datapath::new(table.reader(), DatapathConfig::default());
     let frames = Arc::new(AtomicU64::new(0));
     let bytes = Arc::new(AtomicU64::new(0));
     let src = Source {
-        burst,
+        bursts,
+        next: 0,
         device: Device::new(Features::ALL),
     };
     let sink = Sink {
@@ -220,7 +230,7 @@ fn main() {
         return;
     }
     let polls: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20_000);
-    for name in ["small", "tcp_gso", "tcp_vlan"] {
+    for name in ["small", "many", "tcp_gso", "tcp_vlan"] {
         let mut s = scenario(name);
         run(&mut s, polls / 10);
         let t = Instant::now();

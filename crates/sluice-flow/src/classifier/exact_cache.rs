@@ -3,6 +3,7 @@
 use super::copy::Classifier;
 use super::key_select::hash_words;
 use super::lookup::HitRef;
+use super::subtable::BURST;
 use crate::key::{same_words, FlowKey};
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -58,6 +59,29 @@ impl ExactCache {
         self.generation = generation;
     }
 
+    /// The set and tag of `key`.
+    #[inline]
+    fn place(&self, key: &FlowKey) -> (usize, u64) {
+        let tag = hash_words(key.words()) | 1;
+        ((tag >> 1) as usize & self.set_mask, tag)
+    }
+
+    /// The cached entry for `key` in `set`, if any.
+    #[inline]
+    fn probe(&self, set: usize, tag: u64, key: &FlowKey) -> Option<CacheEntry> {
+        let tags = self.tags.get(set)?;
+        for (w, t) in tags.iter().enumerate() {
+            if *t == tag {
+                if let Some(e) = self.entries.get(set * WAYS + w) {
+                    if same_words(e.key.words(), key.words()) {
+                        return Some(*e);
+                    }
+                }
+            }
+        }
+        None
+    }
+
     fn insert(&mut self, set: usize, tag: u64, e: CacheEntry) {
         let (Some(tags), Some(next)) = (self.tags.get_mut(set), self.next.get_mut(set)) else {
             return;
@@ -86,23 +110,8 @@ impl Classifier {
         if cache.generation != self.generation {
             cache.clear(self.generation);
         }
-        let tag = hash_words(key.words()) | 1;
-        let set = (tag >> 1) as usize & cache.set_mask;
-        let mut found = None;
-        if let Some(tags) = cache.tags.get(set) {
-            for (w, t) in tags.iter().enumerate() {
-                if *t == tag {
-                    let i = set * WAYS + w;
-                    if let Some(e) = cache.entries.get(i) {
-                        if same_words(e.key.words(), key.words()) {
-                            found = Some(*e);
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        let (rank, action) = match found {
+        let (set, tag) = cache.place(key);
+        let (rank, action) = match cache.probe(set, tag, key) {
             Some(e) => {
                 cache.hits += 1;
                 (e.rank, e.action)
@@ -110,6 +119,93 @@ impl Classifier {
             None => self.cache_miss(cache, set, tag, key),
         };
         self.hit(rank, action)
+    }
+
+    /// A burst of lookups through a per-thread exact-match cache: `out[i]` gets key `i`'s
+    /// winner, the same as [`Classifier::lookup`] (keys past `out`'s length are not looked up).
+    /// Every key is probed in the cache first; the misses go to the classifier together
+    /// ([`Classifier::lookup_batch`]'s subtable-by-subtable probes, so their hash-table reads
+    /// overlap) and are cached.
+    pub fn lookup_batch_cached<'a>(
+        &'a self,
+        cache: &mut ExactCache,
+        keys: &[FlowKey],
+        out: &mut [Option<HitRef<'a>>],
+    ) {
+        if cache.generation != self.generation {
+            cache.clear(self.generation);
+        }
+        for (keys, out) in keys.chunks(BURST).zip(out.chunks_mut(BURST)) {
+            // Small arrays only on the hit path: the keys of the misses are gathered after.
+            let mut miss_at = [0u8; BURST];
+            let mut miss_tag = [0u64; BURST];
+            let mut misses = 0;
+            for (i, (k, o)) in keys.iter().zip(out.iter_mut()).enumerate() {
+                let (set, tag) = cache.place(k);
+                match cache.probe(set, tag, k) {
+                    Some(e) => {
+                        cache.hits += 1;
+                        *o = self.hit(e.rank, e.action);
+                    }
+                    None => {
+                        if let (Some(at), Some(t)) =
+                            (miss_at.get_mut(misses), miss_tag.get_mut(misses))
+                        {
+                            *at = i as u8;
+                            *t = tag;
+                            misses += 1;
+                        }
+                    }
+                }
+            }
+            if misses > 0 {
+                self.burst_misses(cache, keys, out, &miss_at[..misses], &miss_tag[..misses]);
+            }
+        }
+    }
+
+    /// The misses of one [`Classifier::lookup_batch_cached`] chunk (`keys[at[j]]`, hash tag
+    /// `tags[j]`): looked up together, answered in `out`, cached (a key twice in the chunk once).
+    #[cold]
+    #[inline(never)]
+    fn burst_misses<'a>(
+        &'a self,
+        cache: &mut ExactCache,
+        keys: &[FlowKey],
+        out: &mut [Option<HitRef<'a>>],
+        at: &[u8],
+        tags: &[u64],
+    ) {
+        cache.misses += at.len() as u64;
+        let miss_keys: [FlowKey; BURST] = core::array::from_fn(|j| {
+            at.get(j)
+                .and_then(|&i| keys.get(usize::from(i)))
+                .copied()
+                .unwrap_or_default()
+        });
+        let mut best = [(0u64, 0u32); BURST];
+        let n = at.len().min(BURST);
+        let (Some(mk), Some(b)) = (miss_keys.get(..n), best.get_mut(..n)) else {
+            return;
+        };
+        self.best_burst(mk, b);
+        for (((k, &i), &tag), &(rank, action)) in mk.iter().zip(at).zip(tags).zip(b.iter()) {
+            if let Some(o) = out.get_mut(usize::from(i)) {
+                *o = self.hit(rank, action);
+            }
+            let set = (tag >> 1) as usize & cache.set_mask;
+            if cache.probe(set, tag, k).is_none() {
+                cache.insert(
+                    set,
+                    tag,
+                    CacheEntry {
+                        key: *k,
+                        rank,
+                        action,
+                    },
+                );
+            }
+        }
     }
 
     /// A miss of [`Classifier::lookup_cached`]: the classifier's answer, cached in `set`. Kept

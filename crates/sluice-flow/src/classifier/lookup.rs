@@ -145,36 +145,40 @@ impl Classifier {
     pub fn lookup_batch<'a>(&'a self, keys: &[FlowKey], out: &mut Vec<Option<HitRef<'a>>>) {
         out.clear();
         out.reserve(keys.len());
-        if self.filters.len() > FILTER_CHUNK {
-            out.extend(keys.iter().map(|k| {
-                let (r, a) = self.best(k);
-                self.hit(r, a)
-            }));
-            return;
-        }
         for chunk in keys.chunks(BURST) {
             let mut best = [(0u64, 0u32); BURST];
             let best = best.get_mut(..chunk.len()).unwrap_or(&mut []);
-            let kws: [[u64; 16]; BURST] =
-                core::array::from_fn(|k| chunk.get(k).map_or([0; 16], padded));
-            let kws = kws.get(..chunk.len()).unwrap_or(&[]);
-            // Keys passing each subtable's filter, as bits.
-            let mut which = [0u32; FILTER_CHUNK];
-            for (k, kw) in kws.iter().enumerate() {
-                for (w, f) in which.iter_mut().zip(&self.filters) {
-                    *w |= u32::from(f.passes(kw)) << k;
-                }
-            }
-            for (f, w) in self.filters.iter().zip(which) {
-                if w == 0 {
-                    continue;
-                }
-                let Some(Some(st)) = self.subtables.get(f.id as usize) else {
-                    continue;
-                };
-                st.probe_burst(kws, w, f.exact, best);
-            }
+            self.best_burst(chunk, best);
             out.extend(best.iter().map(|&(r, a)| self.hit(r, a)));
+        }
+    }
+
+    /// The `(rank, action)` of each of at most [`BURST`] keys' winners (rank 0: none), into
+    /// `best` (as long as `keys`): what [`Classifier::lookup_batch`] does for one chunk.
+    pub(super) fn best_burst(&self, keys: &[FlowKey], best: &mut [(u64, u32)]) {
+        if self.filters.len() > FILTER_CHUNK || keys.len() > BURST {
+            for (b, k) in best.iter_mut().zip(keys) {
+                *b = self.best(k);
+            }
+            return;
+        }
+        let kws: [[u64; 16]; BURST] = core::array::from_fn(|k| keys.get(k).map_or([0; 16], padded));
+        let kws = kws.get(..keys.len()).unwrap_or(&[]);
+        // Keys passing each subtable's filter, as bits.
+        let mut which = [0u32; FILTER_CHUNK];
+        for (k, kw) in kws.iter().enumerate() {
+            for (w, f) in which.iter_mut().zip(&self.filters) {
+                *w |= u32::from(f.passes(kw)) << k;
+            }
+        }
+        for (f, w) in self.filters.iter().zip(which) {
+            if w == 0 {
+                continue;
+            }
+            let Some(Some(st)) = self.subtables.get(f.id as usize) else {
+                continue;
+            };
+            st.probe_burst(kws, w, f.exact, best);
         }
     }
 }

@@ -51,6 +51,18 @@ impl Snapshot {
         self.g.lookup_batch(keys, out);
     }
 
+    /// A burst of lookups through a per-thread exact-match cache: `out[i]` gets key `i`'s
+    /// winner (see [`Classifier::lookup_batch_cached`]).
+    #[inline]
+    pub fn lookup_batch_cached<'a>(
+        &'a self,
+        cache: &mut ExactCache,
+        keys: &[FlowKey],
+        out: &mut [Option<HitRef<'a>>],
+    ) {
+        self.g.lookup_batch_cached(cache, keys, out);
+    }
+
     /// Number of rules in this snapshot.
     pub fn len(&self) -> usize {
         self.g.len()

@@ -30,6 +30,8 @@ use sluice_flow::{Action, ExactCache, FlowKey, HitRef, Reader};
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::gro::{GroConfig, GroEngine, GroStats};
 use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket};
+use sluice_packet::rewrite::defer_l4_checksum;
+use sluice_packet::{CsumStatus, GsoType, Level, Slot};
 use sluice_wire::ParseConfig;
 use std::fmt;
 use std::os::fd::RawFd;
@@ -52,9 +54,10 @@ counter!(pub GRO_FRAMES_IN, "gro_frames_in", "frames fed to software GRO");
 counter!(pub GRO_MERGED_SEGMENTS, "gro_merged_segments", "segments software GRO merged into a held packet");
 counter!(pub GRO_MERGED_PACKETS, "gro_merged_packets", "packets software GRO built from two or more segments");
 counter!(pub GRO_NOT_MERGEABLE, "gro_not_mergeable", "frames software GRO passed through (not mergeable)");
+counter!(pub GRO_CSUM_LEFT_PARTIAL, "gro_csum_left_partial", "merged GRO packets whose L4 checksum was left partial for the egress (as Linux's GRO does)");
 
 /// Every datapath counter, for listings before they fire.
-pub static COUNTERS: [&Counter; 19] = [
+pub static COUNTERS: [&Counter; 20] = [
     &DP_POLLS,
     &DP_RX_PACKETS,
     &DP_TX_FRAMES,
@@ -72,6 +75,7 @@ pub static COUNTERS: [&Counter; 19] = [
     &GRO_MERGED_SEGMENTS,
     &GRO_MERGED_PACKETS,
     &GRO_NOT_MERGEABLE,
+    &GRO_CSUM_LEFT_PARTIAL,
     &actions::DECAP_OUTER_CSUM_CHECKED,
     &actions::DECAP_BAD_OUTER_CSUM,
 ];
@@ -542,6 +546,7 @@ impl Datapath {
             let mut p = PacketBuf::from_vec(g.frame);
             p.meta = g.meta;
             p.in_port = number;
+            partial_gro_checksum(&mut p);
             burst.push(p);
         }
         self.process_burst(&mut burst);
@@ -682,6 +687,31 @@ impl Datapath {
             }
         }
         self.touched.clear();
+    }
+}
+
+/// A merged GRO packet's innermost L4 checksum left partial in its own buffer (the field holds
+/// the pseudo-header sum), as Linux's `tcp_gro_complete` leaves `CHECKSUM_PARTIAL`: a TSO
+/// egress then takes the packet as it is, where a complete checksum made transmit preparation
+/// copy the whole packet to seed the field; a software GSO egress fills each segment's anyway.
+/// Packets that are not merged, or whose checksum is not known good, are left alone.
+fn partial_gro_checksum(p: &mut PacketBuf) {
+    if p.meta.gso_type() == GsoType::None {
+        return;
+    }
+    let level = if p.meta.tunnel().is_some() {
+        Level::Inner
+    } else {
+        Level::Outer
+    };
+    if p.meta.status(Slot::l4(level)) != CsumStatus::Good {
+        return;
+    }
+    let mut meta = p.meta;
+    // On error neither the frame nor the metadata changes: the packet goes on as it was.
+    if defer_l4_checksum(p.frame_mut(), &mut meta, level).is_ok() {
+        p.meta = meta;
+        GRO_CSUM_LEFT_PARTIAL.inc();
     }
 }
 

@@ -5,6 +5,7 @@
 use sluice_datapath::{Datapath, DatapathConfig, MemPort, MemPortHandle, PortOptions};
 use sluice_flow::{parse_rule, BatchMode, FlowTable, PortNames, TableConfig};
 use sluice_offload::features::{Device, Feature, Features};
+use sluice_offload::tx::emulate_device;
 use sluice_packet::verify::{verify_frame, Verdict};
 use sluice_packet::{CsumStatus, GsoType, OffloadMeta, Slot};
 use sluice_testkit::segments::{stream, Seg};
@@ -216,6 +217,20 @@ fn gro_per_port_merges_and_can_be_switched_off() {
     assert_eq!(&f[l.outer.payload.expect("payload")..], &want[..]);
     let st = dp.stats(1).expect("stats");
     assert_eq!(st.gro.merged_segments, 19);
+    // The merged packet's TCP checksum is left partial for the TSO device (as Linux's GRO
+    // leaves it): what the device puts on the wire is the 20 segments, checksums good.
+    let csum_start = l.outer.l4.expect("l4") as u16;
+    assert_eq!(w.l4_csum, Some((csum_start, 16)), "partial TCP checksum");
+    let mut wire = Vec::new();
+    emulate_device(f, w, &ParseConfig::DEFAULT, &mut wire).expect("the device takes it");
+    assert_eq!(wire.len(), 20);
+    let mut got = Vec::new();
+    for seg in &wire {
+        all_verify(seg);
+        let sl = sluice_wire::parse(seg).expect("a wire segment parses");
+        got.extend_from_slice(&seg[sl.outer.payload.expect("payload")..]);
+    }
+    assert_eq!(got, want, "the wire carries the stream");
 
     dp.set_gro(1, false).expect("gro off");
     for s in &segs {

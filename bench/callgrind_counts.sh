@@ -10,15 +10,20 @@
 #   20 000 calls): instructions per 64 000-byte super-packet (MSS 1448, 45 segments).
 # - gro: crates/sluice-offload/benches/gro.rs (`profile MODE FLOWS BURSTS`, 100 and 600 bursts
 #   of 32 segments): instructions per segment, 1 and 4 flows.
+# - datapath: crates/sluice-datapath/benches/datapath.rs (`profile SCENARIO POLLS`, 128 and 1 152
+#   polls): instructions per received packet of the whole datapath loop with in-memory ports
+#   (small: 64 UDP flows through 9 rules; many: 8 192 flows, mostly exact-match cache misses;
+#   tcp_gso: GRO then software GSO; tcp_vlan: GRO, push_vlan, TSO egress).
 #
-# Usage: bench/callgrind_counts.sh parse|gso|gro [BENCH_BINARY]   (default: builds the bench)
+# Usage: bench/callgrind_counts.sh parse|gso|gro|datapath [BENCH_BINARY]   (default: builds the bench)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-what=${1:?usage: callgrind_counts.sh parse|gso|gro [BENCH_BINARY]}
+what=${1:?usage: callgrind_counts.sh parse|gso|gro|datapath [BENCH_BINARY]}
 case $what in
 parse) package=sluice-wire ;;
 gso | gro) package=sluice-offload ;;
-*) echo "callgrind_counts.sh: parse, gso or gro, not $what" >&2; exit 2 ;;
+datapath) package=sluice-datapath ;;
+*) echo "callgrind_counts.sh: parse, gso, gro or datapath, not $what" >&2; exit 2 ;;
 esac
 if [ $# -ge 2 ]; then
     bin=$2
@@ -49,6 +54,14 @@ elif [ "$what" = gro ]; then
             per_op "$mode/$flows" "$(collected "$bin" profile "$mode" "$flows" 100)" \
                 "$(collected "$bin" profile "$mode" "$flows" 600)" 16000
         done
+    done
+elif [ "$what" = datapath ]; then
+    echo "scenario             instructions per received packet"
+    for name in small many tcp_gso tcp_vlan; do
+        per_poll=44
+        case $name in small | many) per_poll=64 ;; esac
+        per_op "$name" "$(collected "$bin" profile "$name" 128)" \
+            "$(collected "$bin" profile "$name" 1152)" $((1024 * per_poll))
     done
 else
     echo "measurement          instructions per super-packet (45 segments)"

@@ -5,9 +5,11 @@
 //! (the switch waits for readiness between empty polls; see the `sluice` binary). Each poll takes
 //! up to [`DatapathConfig::batch`] frames from every port in turn. A port with GRO on feeds its
 //! batch to its own [`GroEngine`](sluice_offload::gro::GroEngine) and flushes it at the batch end (Linux's end-of-NAPI-poll
-//! rule), so merged packets never wait for a later poll. Every packet is then parsed once, its
-//! [`FlowKey`](sluice_flow::FlowKey) looked up in the flow table snapshot taken for the batch (lock-free; through a
-//! per-datapath exact-match cache), and its actions run in order: header actions change the
+//! rule), so merged packets never wait for a later poll. Every packet of the burst (or of the
+//! GRO output) is then parsed once and its [`FlowKey`](sluice_flow::FlowKey) extracted; the keys are looked up
+//! together in the flow table snapshot taken for the burst (lock-free; through a per-datapath
+//! exact-match cache, the misses in one batched classifier lookup), and each packet's actions
+//! run in order: header actions change the
 //! packet ([`crate::actions`]), each `output:N` sends the packet as it is at that point, through
 //! [`tx_prepare`](sluice_offload::tx::tx_prepare) for port N's current [`Device`](sluice_offload::features::Device) — so software GSO, checksum completion and VLAN
 //! insertion happen only for what that egress device cannot do, as late as possible. Sends are
@@ -34,10 +36,12 @@ use crate::buf::{BufPool, PacketBuf, DEFAULT_ROOM};
 use crate::port::{Port, PortControl, PortDrops, PortError, PortState};
 use crate::rule_stats::{self, RuleCounters};
 use sluice_coverage::{counter, Counter};
-use sluice_flow::{Action, ExactCache, FlowKey, Reader};
+use sluice_flow::{Action, ExactCache, FlowKey, HitRef, Reader};
 use sluice_offload::features::{Device, DeviceLimits, Feature, Features};
 use sluice_offload::gro::{GroConfig, GroEngine, GroStats};
 use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket, TxSteps};
+use sluice_packet::rewrite::defer_l4_checksum;
+use sluice_packet::{CsumStatus, GsoType, Level, Slot};
 use sluice_wire::{LinkType, ParseConfig};
 use std::fmt;
 use std::os::fd::RawFd;
@@ -62,9 +66,10 @@ counter!(pub GRO_FRAMES_IN, "gro_frames_in", "frames fed to software GRO");
 counter!(pub GRO_MERGED_SEGMENTS, "gro_merged_segments", "segments software GRO merged into a held packet");
 counter!(pub GRO_MERGED_PACKETS, "gro_merged_packets", "packets software GRO built from two or more segments");
 counter!(pub GRO_NOT_MERGEABLE, "gro_not_mergeable", "frames software GRO passed through (not mergeable)");
+counter!(pub GRO_CSUM_LEFT_PARTIAL, "gro_csum_left_partial", "merged GRO packets whose L4 checksum was left partial for the egress (as Linux's GRO does)");
 
 /// Every datapath counter, for listings before they fire.
-pub static COUNTERS: [&Counter; 21] = [
+pub static COUNTERS: [&Counter; 22] = [
     &DP_POLLS,
     &DP_RX_PACKETS,
     &DP_TX_FRAMES,
@@ -84,6 +89,7 @@ pub static COUNTERS: [&Counter; 21] = [
     &GRO_MERGED_SEGMENTS,
     &GRO_MERGED_PACKETS,
     &GRO_NOT_MERGEABLE,
+    &GRO_CSUM_LEFT_PARTIAL,
     &actions::DECAP_OUTER_CSUM_CHECKED,
     &actions::DECAP_BAD_OUTER_CSUM,
 ];
@@ -309,7 +315,14 @@ pub struct Datapath {
     rules: Arc<RuleCounters>,
     /// The time of the batch being processed ([`rule_stats::stamp_now`]).
     stamp: u64,
+    /// The keys of the burst being classified.
+    keys: Vec<FlowKey>,
+    /// GRO output of one port, as a burst.
+    gro_out: Vec<PacketBuf>,
 }
+
+/// Packets classified together (one batched lookup).
+const LOOKUP_BURST: usize = 64;
 
 impl fmt::Debug for Datapath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -336,6 +349,8 @@ impl Datapath {
             now: 0,
             rules: Arc::new(RuleCounters::new()),
             stamp: 0,
+            keys: Vec::with_capacity(LOOKUP_BURST),
+            gro_out: Vec::new(),
         }
     }
 
@@ -626,9 +641,8 @@ impl Datapath {
                 slot.gro = Some(engine);
             }
         } else {
-            let snap = self.reader.snapshot();
-            for mut p in rx.drain(..) {
-                self.process(&snap, &mut p, &parse);
+            self.process_burst(&mut rx, &parse);
+            for p in rx.drain(..) {
                 self.pool.put(p);
             }
         }
@@ -640,30 +654,60 @@ impl Datapath {
         if engine.output_len() == 0 {
             return;
         }
-        let snap = self.reader.snapshot();
         let parse = engine.config().parse;
+        let mut burst = std::mem::take(&mut self.gro_out);
         while let Some(g) = engine.pop_output() {
             let mut p = PacketBuf::from_vec(g.frame);
             p.meta = g.meta;
             p.in_port = number;
-            self.process(&snap, &mut p, &parse);
+            partial_gro_checksum(&mut p);
+            burst.push(p);
+        }
+        self.process_burst(&mut burst, &parse);
+        for p in burst.drain(..) {
             engine.recycle(p.into_vec());
+        }
+        self.gro_out = burst;
+    }
+
+    /// Classifies a burst and runs each packet's actions, in order: every packet is parsed and
+    /// its key extracted, the keys are looked up together (through the exact-match cache, the
+    /// misses in one classifier burst), then the actions run packet by packet.
+    /// `parse`: the receiving port's parse configuration.
+    fn process_burst(&mut self, burst: &mut [PacketBuf], parse: &ParseConfig) {
+        if burst.is_empty() {
+            return;
+        }
+        let snap = self.reader.snapshot();
+        for chunk in burst.chunks_mut(LOOKUP_BURST) {
+            self.keys.clear();
+            for p in chunk.iter() {
+                let (layout, err) = sluice_wire::parse_partial(p.frame(), parse);
+                if err.is_some() {
+                    DP_PARSE_PARTIAL.inc();
+                }
+                self.keys
+                    .push(FlowKey::extract(p.frame(), &layout, p.in_port));
+            }
+            let mut hits: [Option<HitRef<'_>>; LOOKUP_BURST] = [None; LOOKUP_BURST];
+            match self.cache.as_mut() {
+                Some(c) => snap.lookup_burst_cached(c, &self.keys, &mut hits),
+                None => {
+                    for (h, k) in hits.iter_mut().zip(&self.keys) {
+                        *h = snap.lookup(k);
+                    }
+                }
+            }
+            for (p, hit) in chunk.iter_mut().zip(hits) {
+                self.act(hit, p, parse);
+            }
         }
     }
 
-    /// Classifies `p` and runs its actions.
+    /// Runs the actions of `p`'s rule (`None`: no rule matched, counted).
     /// `parse`: the receiving port's parse configuration.
-    fn process(&mut self, snap: &sluice_flow::Snapshot, p: &mut PacketBuf, parse: &ParseConfig) {
+    fn act(&mut self, hit: Option<HitRef<'_>>, p: &mut PacketBuf, parse: &ParseConfig) {
         let in_port = p.in_port;
-        let (layout, err) = sluice_wire::parse_partial(p.frame(), parse);
-        if err.is_some() {
-            DP_PARSE_PARTIAL.inc();
-        }
-        let key = FlowKey::extract(p.frame(), &layout, in_port);
-        let hit = match self.cache.as_mut() {
-            Some(c) => snap.lookup_cached(c, &key),
-            None => snap.lookup(&key),
-        };
         let Some(hit) = hit else {
             DP_NO_MATCH_DROPS.inc();
             if let Ok(s) = self.slot_mut(in_port) {
@@ -786,6 +830,31 @@ impl Datapath {
             }
         }
         self.touched.clear();
+    }
+}
+
+/// A merged GRO packet's innermost L4 checksum left partial in its own buffer (the field holds
+/// the pseudo-header sum), as Linux's `tcp_gro_complete` leaves `CHECKSUM_PARTIAL`: a TSO
+/// egress then takes the packet as it is, where a complete checksum made transmit preparation
+/// copy the whole packet to seed the field; a software GSO egress fills each segment's anyway.
+/// Packets that are not merged, or whose checksum is not known good, are left alone.
+fn partial_gro_checksum(p: &mut PacketBuf) {
+    if p.meta.gso_type() == GsoType::None {
+        return;
+    }
+    let level = if p.meta.tunnel().is_some() {
+        Level::Inner
+    } else {
+        Level::Outer
+    };
+    if p.meta.status(Slot::l4(level)) != CsumStatus::Good {
+        return;
+    }
+    let mut meta = p.meta;
+    // On error neither the frame nor the metadata changes: the packet goes on as it was.
+    if defer_l4_checksum(p.frame_mut(), &mut meta, level).is_ok() {
+        p.meta = meta;
+        GRO_CSUM_LEFT_PARTIAL.inc();
     }
 }
 

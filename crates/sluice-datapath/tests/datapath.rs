@@ -5,6 +5,7 @@
 use sluice_datapath::{Datapath, DatapathConfig, MemPort, MemPortHandle, PortOptions};
 use sluice_flow::{parse_rule, BatchMode, FlowTable, PortNames, TableConfig};
 use sluice_offload::features::{Device, Feature, Features};
+use sluice_offload::tx::emulate_device;
 use sluice_packet::verify::{verify_frame, Verdict};
 use sluice_packet::{CsumStatus, GsoType, OffloadMeta, Slot};
 use sluice_testkit::segments::{stream, Seg};
@@ -223,6 +224,20 @@ fn gro_per_port_merges_and_can_be_switched_off() {
     assert_eq!(&f[l.outer.payload.expect("payload")..], &want[..]);
     let st = dp.stats(1).expect("stats");
     assert_eq!(st.gro.merged_segments, 19);
+    // The merged packet's TCP checksum is left partial for the TSO device (as Linux's GRO
+    // leaves it): what the device puts on the wire is the 20 segments, checksums good.
+    let csum_start = l.outer.l4.expect("l4") as u16;
+    assert_eq!(w.l4_csum, Some((csum_start, 16)), "partial TCP checksum");
+    let mut wire = Vec::new();
+    emulate_device(f, w, &ParseConfig::DEFAULT, &mut wire).expect("the device takes it");
+    assert_eq!(wire.len(), 20);
+    let mut got = Vec::new();
+    for seg in &wire {
+        all_verify(seg);
+        let sl = sluice_wire::parse(seg).expect("a wire segment parses");
+        got.extend_from_slice(&seg[sl.outer.payload.expect("payload")..]);
+    }
+    assert_eq!(got, want, "the wire carries the stream");
 
     dp.set_gro(1, false).expect("gro off");
     for s in &segs {
@@ -506,4 +521,60 @@ fn a_port_whose_device_vanished_goes_down_is_not_polled_and_comes_back() {
     dp.poll_once();
     assert_eq!(dp.is_down(3), Some(false));
     assert_eq!(dp.stats(3).map(|s| s.rx_errors), Some(1));
+}
+
+#[test]
+fn a_malformed_frame_in_a_burst_is_dropped_and_counted_the_rest_goes_on() {
+    let t = table(&["prio 10 in_port a eth_type ipv4 ip_proto tcp action output:b"]);
+    for gro in [false, true] {
+        let (mut dp, ha, hb) = with_ports(
+            &t,
+            Device::new(Features::ALL),
+            Device::new(Features::NONE),
+            gro,
+        );
+        let segs = stream(&Seg::tcp4(1000, 1448), 20, 1448);
+        let good: Vec<Vec<u8>> = segs.iter().map(Seg::build).collect();
+        // A runt: an Ethernet header saying IPv4 and nothing after it.
+        let mut runt = good[0][..14].to_vec();
+        runt.extend_from_slice(&[0x45, 0]);
+        // A frame cut inside its TCP header (its IPv4 total length past the end), with the
+        // metadata of a whole segment that asks for segmentation (as an inconsistent
+        // virtio_net_hdr would).
+        let cut = good[0][..40].to_vec();
+        let mut cut_meta = good_meta(&good[0]);
+        cut_meta
+            .set_gso(GsoType::TcpV4, 100, false)
+            .expect("a GSO request on a TCP/IPv4 meta");
+        for (i, f) in good.iter().enumerate() {
+            if i == 7 {
+                ha.inject(&runt, OffloadMeta::default());
+            }
+            if i == 13 {
+                ha.inject(&cut, cut_meta);
+            }
+            ha.inject(f, good_meta(f));
+        }
+        dp.poll_once();
+        let sent = hb.take_sent();
+        // Every good byte arrives, in order, in frames that verify.
+        let mut payload = Vec::new();
+        for (f, w) in &sent {
+            assert_eq!(w.gso, None, "b has no TSO: segmented in software");
+            all_verify(f);
+            let l = sluice_wire::parse(f).expect("a sent frame parses");
+            payload.extend_from_slice(&f[l.outer.payload.expect("payload")..]);
+        }
+        let want: Vec<u8> = segs.iter().flat_map(|s| s.payload.clone()).collect();
+        assert_eq!(payload, want, "gro {gro}: the good segments all go through");
+        assert_eq!(sent.len(), 20, "gro {gro}");
+        let sa = dp.stats(1).expect("stats a");
+        let sb = dp.stats(2).expect("stats b");
+        assert_eq!(sa.rx_packets, 22, "gro {gro}");
+        assert_eq!(
+            sa.rx_no_match, 2,
+            "gro {gro}: neither the runt nor the cut frame parses as the rule's IPv4/TCP"
+        );
+        assert_eq!(sb.tx_prepare_drops, 0, "gro {gro}");
+    }
 }

@@ -1,7 +1,8 @@
 //! The staged lookup (a subtable is skipped when no rule has the packet's non-L4 words) and the
 //! burst lookup, against a linear scan, while stage values come and go.
 use sluice_flow::{
-    parse_rule, BatchMode, FlowKey, FlowTable, Handle, PortNames, Rule, RuleRef, TableConfig,
+    parse_rule, BatchMode, ExactCache, FlowKey, FlowTable, Handle, PortNames, Rule, RuleRef,
+    TableConfig,
 };
 
 fn rule(net: u8, port: u16, prio: u32) -> Rule {
@@ -46,6 +47,24 @@ fn check(t: &FlowTable, model: &[(Handle, Rule)], packets: &[FlowKey]) {
         let one = snap.lookup(p).map(|h| (h.handle, h.priority));
         assert_eq!(one, want, "lookup {p:?}");
         assert_eq!(burst.map(|h| (h.handle, h.priority)), want, "burst {p:?}");
+    }
+    // Through an exact-match cache, small (evictions) and large (hits from an earlier burst),
+    // every packet twice in a row (duplicates within a burst) and the whole list twice.
+    let twice: Vec<FlowKey> = packets.iter().flat_map(|p| [*p, *p]).collect();
+    for entries in [16, 4096] {
+        let mut cache = ExactCache::new(entries);
+        for round in 0..2 {
+            let mut out = vec![None; twice.len()];
+            snap.lookup_batch_cached(&mut cache, &twice, &mut out);
+            for (p, got) in twice.iter().zip(&out) {
+                let want = scan(model, p);
+                let got = got.map(|h| (h.handle, h.priority));
+                assert_eq!(got, want, "cached ({entries}, round {round}) {p:?}");
+            }
+        }
+        if entries == 4096 {
+            assert_eq!(cache.hits, twice.len() as u64, "the second round hits");
+        }
     }
 }
 

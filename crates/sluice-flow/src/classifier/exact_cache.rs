@@ -163,11 +163,23 @@ impl Classifier {
         out: &mut Vec<Option<HitRef<'a>>>,
     ) {
         out.clear();
-        out.reserve(keys.len());
+        out.resize(keys.len(), None);
+        self.lookup_burst_cached(cache, keys, out);
+    }
+
+    /// [`Classifier::lookup_batch_cached`] into a slice, for callers that keep no vector (the
+    /// datapath's bursts): `out[i]` gets key `i`'s winner, for `i` below both lengths.
+    pub fn lookup_burst_cached<'a>(
+        &'a self,
+        cache: &mut ExactCache,
+        keys: &[FlowKey],
+        out: &mut [Option<HitRef<'a>>],
+    ) {
         if cache.generation != self.generation {
             cache.clear(self.generation);
         }
-        for chunk in keys.chunks(BURST) {
+        let keys = keys.get(..out.len()).unwrap_or(keys);
+        for (chunk, out) in keys.chunks(BURST).zip(out.chunks_mut(BURST)) {
             let mut places = [(0u64, 0usize); BURST];
             for (p, k) in places.iter_mut().zip(chunk) {
                 *p = cache.place_of(k);
@@ -216,6 +228,13 @@ impl Classifier {
                     let Some(&(tag, set)) = places.get(usize::from(i)) else {
                         continue;
                     };
+                    if let Some(r) = res.get_mut(usize::from(i)) {
+                        *r = *b;
+                    }
+                    // A key twice in one burst: cached once, not in two ways of its set.
+                    if cache.find(k, tag, set).is_some() {
+                        continue;
+                    }
                     cache.insert(
                         set,
                         tag,
@@ -225,12 +244,11 @@ impl Classifier {
                             action: b.1,
                         },
                     );
-                    if let Some(r) = res.get_mut(usize::from(i)) {
-                        *r = *b;
-                    }
                 }
             }
-            out.extend(res.iter().take(chunk.len()).map(|&(r, a)| self.hit(r, a)));
+            for (o, &(r, a)) in out.iter_mut().zip(&res) {
+                *o = self.hit(r, a);
+            }
         }
     }
 

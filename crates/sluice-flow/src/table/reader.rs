@@ -57,6 +57,18 @@ impl Snapshot {
         self.g.lookup_batch_cached(cache, keys, out);
     }
 
+    /// [`Snapshot::lookup_batch_cached`] into a slice: `out[i]` gets key `i`'s winner, for `i`
+    /// below both lengths (no vector to keep: the datapath's bursts).
+    #[inline]
+    pub fn lookup_burst_cached<'a>(
+        &'a self,
+        cache: &mut ExactCache,
+        keys: &[FlowKey],
+        out: &mut [Option<HitRef<'a>>],
+    ) {
+        self.g.lookup_burst_cached(cache, keys, out);
+    }
+
     /// Looks up a burst of keys: `out[i]` gets key `i`'s winner.
     pub fn lookup_batch<'a>(&'a self, keys: &[FlowKey], out: &mut Vec<Option<HitRef<'a>>>) {
         self.g.lookup_batch(keys, out);

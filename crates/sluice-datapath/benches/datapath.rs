@@ -1,0 +1,247 @@
+//! The datapath loop per received packet, for callgrind (`bench/callgrind_counts.sh datapath`):
+//! in-memory ports, a source that copies prepared frames into pooled buffers (as a kernel read
+//! does) and a sink that takes what is sent without copying it, so that what is counted is the
+//! datapath's own work: receive bookkeeping, GRO, parsing, classification, actions, transmit
+//! preparation and software GSO.
+//!
+//! Scenarios (each one burst of frames on port `a` per poll, forwarded to port `b`):
+//! - `small`: 64 UDP/IPv4 datagrams of 64 payload bytes, 64 flows, GRO off, a table of 9 rules
+//!   of different masks; `b` has every offload (no transmit work).
+//! - `many`: as `small` with 8 192 flows (128 bursts of 64, in turn): twice the exact-match
+//!   cache's entries, so most lookups go to the classifier.
+//! - `tcp_gso`: 44 TCP/IPv4 segments of 1448 bytes of one flow, GRO on `a`; `b` has no offload,
+//!   so the merged packet is segmented and checksummed in software.
+//! - `tcp_vlan`: as `tcp_gso` with `push_vlan` before the output, `b` with every offload (TSO),
+//!   so the merged packet leaves whole, tagged.
+//!
+//! Usage: `datapath profile SCENARIO POLLS` (untimed; prints the packets received), or
+//! `datapath [POLLS]` to time every scenario (wall clock, noisy on a shared machine).
+
+use sluice_datapath::buf::BufPool;
+use sluice_datapath::{Datapath, DatapathConfig, PacketBuf, Port, PortError, PortOptions};
+use sluice_flow::{parse_rule, BatchMode, FlowTable, PortNames, TableConfig};
+use sluice_offload::features::{Device, Feature, Features};
+use sluice_offload::tx::DeviceWork;
+use sluice_packet::verify::verify_frame;
+use sluice_packet::OffloadMeta;
+use sluice_testkit::segments::{stream, Seg};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A port that receives the next of its bursts of frames on every call (round robin).
+struct Source {
+    bursts: Vec<Vec<(Vec<u8>, OffloadMeta)>>,
+    next: usize,
+    device: Device,
+}
+
+impl Port for Source {
+    sluice_datapath::port_identity!("memory", |_s| "src");
+
+    fn changeable(&self) -> Features {
+        Features::NONE
+    }
+
+    fn set_feature(&mut self, _: Feature, _: bool) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    fn recv(
+        &mut self,
+        pool: &mut BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> sluice_datapath::RecvResult {
+        let mut n = 0;
+        let burst = self.bursts.get(self.next).map_or(&[][..], Vec::as_slice);
+        self.next = (self.next + 1) % self.bursts.len().max(1);
+        for (frame, meta) in burst.iter().take(max) {
+            let mut b = pool.get();
+            b.room_mut()[..frame.len()].copy_from_slice(frame);
+            b.set_len(frame.len());
+            b.meta = *meta;
+            out.push(b);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn send(&mut self, _: &[u8], _: &DeviceWork) -> Result<(), PortError> {
+        Ok(())
+    }
+}
+
+/// A port that counts the frames and bytes sent to it.
+struct Sink {
+    device: Device,
+    frames: Arc<AtomicU64>,
+    bytes: Arc<AtomicU64>,
+}
+
+impl Port for Sink {
+    sluice_datapath::port_identity!("memory", |_s| "sink");
+
+    fn changeable(&self) -> Features {
+        Features::NONE
+    }
+
+    fn set_feature(&mut self, _: Feature, _: bool) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    fn recv(
+        &mut self,
+        _: &mut BufPool,
+        _: &mut Vec<PacketBuf>,
+        _: usize,
+    ) -> sluice_datapath::RecvResult {
+        Ok(0)
+    }
+
+    fn send(&mut self, frame: &[u8], _: &DeviceWork) -> Result<(), PortError> {
+        self.frames.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+fn verified(frame: Vec<u8>) -> (Vec<u8>, OffloadMeta) {
+    let layout = sluice_wire::parse(&frame).expect("the bench frames parse");
+    let mut m = OffloadMeta::from_layout(&layout);
+    m.apply_verdicts(&verify_frame(&frame, &layout));
+    (frame, m)
+}
+
+struct Scenario {
+    dp: Datapath,
+    frames: Arc<AtomicU64>,
+    bytes: Arc<AtomicU64>,
+    per_poll: usize,
+    _table: FlowTable,
+}
+
+fn scenario(name: &str) -> Scenario {
+    let mut names = PortNames::new();
+    names.insert("a", 1);
+    names.insert("b", 2);
+    type Bursts = Vec<Vec<(Vec<u8>, OffloadMeta)>>;
+    let flows: u16 = if name == "many" { 8192 } else { 64 };
+    let (rules, bursts, gro, out_dev): (Vec<&str>, Bursts, bool, Device) = match name {
+        "small" | "many" => (
+            vec![
+                "prio 50 in_port a eth_type ipv4 ip_proto tcp dst_port 22 action drop",
+                "prio 45 in_port a eth_type ipv4 ip_proto udp dst_port 53 action drop",
+                "prio 40 in_port a eth_type ipv6 action drop",
+                "prio 35 in_port a eth_type ipv4 src_ip 10.0.0.0/8 action drop",
+                "prio 30 in_port a eth_type ipv4 dst_ip 172.16.0.0/12 action drop",
+                "prio 25 in_port b action output:a",
+                "prio 20 in_port a eth_type ipv4 ip_proto udp dst_port 5201 action output:b",
+                "prio 15 in_port a eth_type arp action output:b",
+                "prio 10 in_port a action drop",
+            ],
+            (0..flows)
+                .map(|i| {
+                    let mut s = Seg::udp4(64, u32::from(i));
+                    s.sport = 10000 + i;
+                    verified(s.build())
+                })
+                .collect::<Vec<_>>()
+                .chunks(64)
+                .map(<[_]>::to_vec)
+                .collect(),
+            false,
+            Device::new(Features::ALL),
+        ),
+        "tcp_gso" | "tcp_vlan" => (
+            if name == "tcp_gso" {
+                vec!["prio 10 in_port a action output:b"]
+            } else {
+                vec!["prio 10 in_port a action push_vlan:802.1q:100,output:b"]
+            },
+            vec![stream(&Seg::tcp4(1, 1448), 44, 1448)
+                .iter()
+                .map(|s| verified(s.build()))
+                .collect()],
+            true,
+            if name == "tcp_gso" {
+                Device::new(Features::NONE)
+            } else {
+                Device::new(Features::ALL)
+            },
+        ),
+        other => panic!("no scenario {other}: small, many, tcp_gso or tcp_vlan"),
+    };
+    let mut table = FlowTable::new(TableConfig::default());
+    let parsed = rules
+        .iter()
+        .map(|r| parse_rule(r, &names).expect("the bench rules parse"))
+        .collect();
+    for r in table.insert_batch(parsed, BatchMode::AllOrNothing) {
+        r.expect("the bench rules go in");
+    }
+    let per_poll = bursts.first().map_or(0, Vec::len);
+    let mut dp = Datapath::new(table.reader(), DatapathConfig::default());
+    let frames = Arc::new(AtomicU64::new(0));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let src = Source {
+        bursts,
+        next: 0,
+        device: Device::new(Features::ALL),
+    };
+    let sink = Sink {
+        device: out_dev,
+        frames: Arc::clone(&frames),
+        bytes: Arc::clone(&bytes),
+    };
+    dp.add_port(1, Box::new(src), PortOptions {
+            gro,
+            ..PortOptions::default()
+        })
+        .expect("add a");
+    dp.add_port(2, Box::new(sink), PortOptions::default())
+        .expect("add b");
+    Scenario {
+        dp,
+        frames,
+        bytes,
+        per_poll,
+        _table: table,
+    }
+}
+
+fn run(s: &mut Scenario, polls: usize) -> usize {
+    let mut n = 0;
+    for _ in 0..polls {
+        n += s.dp.poll_once();
+    }
+    n
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("profile") {
+        let name = args.get(1).map_or("small", String::as_str);
+        let polls = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(1000);
+        let mut s = scenario(name);
+        let n = run(&mut s, polls);
+        println!(
+            "{name}: {n} packets received, {} frames / {} bytes sent",
+            s.frames.load(Ordering::Relaxed),
+            s.bytes.load(Ordering::Relaxed)
+        );
+        return;
+    }
+    let polls: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20_000);
+    for name in ["small", "many", "tcp_gso", "tcp_vlan"] {
+        let mut s = scenario(name);
+        run(&mut s, polls / 10);
+        let t = Instant::now();
+        let n = run(&mut s, polls);
+        let ns = t.elapsed().as_nanos() as f64 / n as f64;
+        println!(
+            "{name:10} {:3} packets per poll {ns:8.1} ns per packet",
+            s.per_poll
+        );
+    }
+}

@@ -194,11 +194,15 @@ fn scenario(name: &str) -> Scenario {
         frames: Arc::clone(&frames),
         bytes: Arc::clone(&bytes),
     };
-    dp.add_port(1, Box::new(src), PortOptions {
+    dp.add_port(
+        1,
+        Box::new(src),
+        PortOptions {
             gro,
             ..PortOptions::default()
-        })
-        .expect("add a");
+        },
+    )
+    .expect("add a");
     dp.add_port(2, Box::new(sink), PortOptions::default())
         .expect("add b");
     Scenario {

@@ -385,7 +385,9 @@ impl Datapath {
             device,
             parse,
             opts,
-            gro: opts.gro.then(|| GroEngine::new(self.gro_config(parse, &opts))),
+            gro: opts
+                .gro
+                .then(|| GroEngine::new(self.gro_config(parse, &opts))),
             gro_total: GroStats::default(),
             stats: PortStats::default(),
         };

@@ -17,7 +17,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_switch::control::{self, chunk_rules, encode_text_request, Request};
+use sluice_switch::control::{self, chunk_rules, encode_text_request, Request, TextOp};
 use sluice_switch::{Switch, SwitchConfig};
 use std::sync::atomic::AtomicBool;
 use std::sync::OnceLock;
@@ -88,13 +88,14 @@ fn stream_path(data: &[u8]) {
         let part = &text[c.start..c.end];
         let one_line = part.trim_end_matches('\n').find('\n').is_none();
         assert!(c.rules <= max_rules || one_line);
-        for delete in [false, true] {
-            let line = encode_text_request(part, delete, k % 2 == 0).expect("encode");
+        for op in [TextOp::Add, TextOp::Del, TextOp::Mod] {
+            let line = encode_text_request(part, op, k % 2 == 0).expect("encode");
             assert!(line.len() <= max_bytes + 64 || one_line, "chunk {k} too big");
             let body = line.strip_suffix(b"\n").expect("newline");
             match control::decode(body).expect("an encoded chunk decodes") {
-                Request::FlowAddText { text, .. } if !delete => assert_eq!(text, part),
-                Request::FlowDelText { text, .. } if delete => assert_eq!(text, part),
+                Request::FlowAddText { text, .. } if op == TextOp::Add => assert_eq!(text, part),
+                Request::FlowDelText { text, .. } if op == TextOp::Del => assert_eq!(text, part),
+                Request::FlowModText { text, .. } if op == TextOp::Mod => assert_eq!(text, part),
                 other => panic!("decoded to {other:?}"),
             }
         }

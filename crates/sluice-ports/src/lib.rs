@@ -36,12 +36,14 @@ pub mod port_tap;
 pub mod sched;
 pub mod signal;
 pub mod tap;
+pub mod udp_gso;
 
 pub use afpacket::{AfPacketConfig, PacketSocket, RecvFrame, VlanTag};
 pub use netns::{Netns, VethPair};
 pub use port_afpacket::{AfPacketPort, AfPacketPortConfig};
 pub use port_tap::{work_to_vnet, TapPort, TapPortConfig};
 pub use tap::{Tap, TapConfig};
+pub use udp_gso::UdpGsoSocket;
 
 /// Fails with a clear message unless the process runs as root (effective uid 0).
 ///

@@ -11,6 +11,7 @@ use sluice_switch::control::{Client, ControlServer, Request, ServerConfig, DEFAU
 use sluice_switch::metrics::{self, MetricsServer, RateInfo};
 use sluice_switch::{PortKind, PortRequest, Switch, SwitchConfig};
 use std::collections::BTreeMap;
+use std::io::Write as _;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -502,9 +503,13 @@ pub fn flow_add_daemon(
 /// `sluice flow dump` (`stats`: with each rule's counters).
 pub fn flow_dump(socket: &Path, stats: bool) -> Result<()> {
     let v = request(socket, &Request::FlowDump { stats })?;
+    // Buffered (a million rules is a million lines), and a closed pipe (`| head`) is an error
+    // that `main` takes as success, not a panic as `println!` makes it.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for line in v.as_array().map(Vec::as_slice).unwrap_or(&[]) {
-        println!("{}", line.as_str().unwrap_or(""));
+        writeln!(out, "{}", line.as_str().unwrap_or(""))?;
     }
+    out.flush()?;
     Ok(())
 }
 

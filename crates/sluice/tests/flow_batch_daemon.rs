@@ -314,3 +314,32 @@ fn a_mod_file_replaces_actions_in_place_and_reports_each_bad_line() {
     );
     let _ = std::fs::remove_file(&file);
 }
+
+/// `sluice flow dump | head -1`: the reader goes away after one line; the CLI stops quietly
+/// (exit 0, nothing on stderr) instead of panicking on the closed pipe.
+#[test]
+fn flow_dump_into_a_closed_pipe_stops_quietly() {
+    let d = Daemon::start("pipe");
+    let file = std::env::temp_dir().join(format!("sluice-flow-pipe-{}.rules", std::process::id()));
+    // Far more output than a pipe buffers (64 KiB).
+    std::fs::write(&file, rules_file(20_000, &[])).unwrap();
+    let out = run(&d.sock, &["flow", "add", "--batch", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let mut child = sluice()
+        .arg("--socket")
+        .arg(&d.sock)
+        .args(["flow", "dump"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flow dump");
+    let mut first = [0u8; 16];
+    let mut stdout = child.stdout.take().expect("stdout");
+    std::io::Read::read_exact(&mut stdout, &mut first).expect("the dump starts");
+    drop(stdout);
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?} {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let _ = std::fs::remove_file(&file);
+}

@@ -35,9 +35,13 @@ command -v iperf3 >/dev/null || apt-get install -y -qq iperf3 >/dev/null
 ID=$$
 NSS=()
 PIDS=()
+WORK=$(mktemp -d)
 cleanup() {
+    local f
+    for f in "$WORK"/*.pid; do [ -e "$f" ] && PIDS+=("$(cat "$f")"); done
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    rm -f "$WORK"/*.pid
     for n in "${NSS[@]}"; do ip netns del "$n" 2>/dev/null || true; done
 }
 trap cleanup EXIT
@@ -59,9 +63,9 @@ wait_link() {
 setup_vpn() {
     local ns=$1 u=$2 inner=$3 extra=$4
     underlay "$ns" "$u"
-    ip netns exec "${ns}a" "$VPN" --tun tv0 --bind "$u.1:51820" --peer "$u.2:51820" --mtu 1450 $extra 2>"/tmp/$ns-a.log" &
+    ip netns exec "${ns}a" "$VPN" --tun tv0 --bind "$u.1:51820" --peer "$u.2:51820" --mtu 1450 $extra 2>"$WORK/$ns-a.log" &
     PIDS+=($!)
-    ip netns exec "${ns}b" "$VPN" --tun tv0 --bind "$u.2:51820" --peer "$u.1:51820" --mtu 1450 $extra 2>"/tmp/$ns-b.log" &
+    ip netns exec "${ns}b" "$VPN" --tun tv0 --bind "$u.2:51820" --peer "$u.1:51820" --mtu 1450 $extra 2>"$WORK/$ns-b.log" &
     PIDS+=($!)
     for s in a b; do
         wait_link "${ns}$s" tv0
@@ -69,7 +73,7 @@ setup_vpn() {
         ip -n "${ns}$s" addr add "$inner.$n/24" dev tv0
         ip -n "${ns}$s" link set tv0 mtu 1450 up
     done
-    ip netns exec "${ns}b" iperf3 -s -D -p 5201
+    ip netns exec "${ns}b" iperf3 -s -D -p 5201 --pidfile "$WORK/iperf-$ns.pid"
 }
 setup_vxlan() {
     local ns=$1 u=$2 inner=$3
@@ -80,7 +84,7 @@ setup_vxlan() {
     ip -n "${ns}b" addr add "$inner.2/24" dev vx0
     ip -n "${ns}a" link set vx0 up
     ip -n "${ns}b" link set vx0 up
-    ip netns exec "${ns}b" iperf3 -s -D -p 5201
+    ip netns exec "${ns}b" iperf3 -s -D -p 5201 --pidfile "$WORK/iperf-$ns.pid"
 }
 ON=von$ID; OFF=vof$ID; VX=vvx$ID
 setup_vpn "$ON" 10.96.1 10.96.0 ""
@@ -122,4 +126,5 @@ cleanup
 trap - EXIT
 echo
 echo "# sluice-vpn counters (offloads on: sender a, receiver b)"
-paste "/tmp/$ON-a.log" "/tmp/$ON-b.log" | column -t
+paste "$WORK/$ON-a.log" "$WORK/$ON-b.log" | column -t
+rm -rf "$WORK"

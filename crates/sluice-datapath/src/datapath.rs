@@ -39,9 +39,10 @@ use sluice_coverage::{counter, Counter};
 use sluice_flow::{Action, ExactCache, FlowKey, HitRef, Reader};
 use sluice_offload::features::{Device, DeviceLimits, Feature, Features};
 use sluice_offload::gro::{GroConfig, GroEngine, GroStats};
+use sluice_offload::gso::{segment, GsoOutput, GsoParams};
 use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket, TxSteps};
 use sluice_packet::rewrite::defer_l4_checksum;
-use sluice_packet::{CsumStatus, GsoType, Level, Slot};
+use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot};
 use sluice_wire::{LinkType, ParseConfig};
 use std::fmt;
 use std::os::fd::RawFd;
@@ -62,6 +63,9 @@ counter!(pub DP_PORT_DOWN, "dp_port_down", "ports taken down because their devic
 counter!(pub DP_DOWN_OUTPUT, "dp_down_output_drops", "outputs to a port that is down");
 counter!(pub DP_L3_TO_L2_DROPS, "dp_l3_to_l2_drops", "outputs of an L3 packet (from a TUN port) to an Ethernet port: no MAC addresses to send with");
 counter!(pub DP_NOT_IP_TO_L3_DROPS, "dp_not_ip_to_l3_drops", "outputs of a frame without an IP header to an L3 (TUN) port");
+counter!(pub DP_RX_USO_SPLIT, "dp_rx_uso_split", "received UDP-GSO frames of VXLAN/Geneve datagrams split into their datagrams before GRO");
+counter!(pub DP_RX_USO_DATAGRAMS, "dp_rx_uso_datagrams", "datagrams those frames were split into");
+counter!(pub DP_RX_USO_SPLIT_DROPS, "dp_rx_uso_split_drops", "received UDP-GSO tunnel frames dropped: they could not be split");
 counter!(pub GRO_FRAMES_IN, "gro_frames_in", "frames fed to software GRO");
 counter!(pub GRO_MERGED_SEGMENTS, "gro_merged_segments", "segments software GRO merged into a held packet");
 counter!(pub GRO_MERGED_PACKETS, "gro_merged_packets", "packets software GRO built from two or more segments");
@@ -69,7 +73,7 @@ counter!(pub GRO_NOT_MERGEABLE, "gro_not_mergeable", "frames software GRO passed
 counter!(pub GRO_CSUM_LEFT_PARTIAL, "gro_csum_left_partial", "merged GRO packets whose L4 checksum was left partial for the egress (as Linux's GRO does)");
 
 /// Every datapath counter, for listings before they fire.
-pub static COUNTERS: [&Counter; 22] = [
+pub static COUNTERS: [&Counter; 25] = [
     &DP_POLLS,
     &DP_RX_PACKETS,
     &DP_TX_FRAMES,
@@ -85,6 +89,9 @@ pub static COUNTERS: [&Counter; 22] = [
     &DP_DOWN_OUTPUT,
     &DP_L3_TO_L2_DROPS,
     &DP_NOT_IP_TO_L3_DROPS,
+    &DP_RX_USO_SPLIT,
+    &DP_RX_USO_DATAGRAMS,
+    &DP_RX_USO_SPLIT_DROPS,
     &GRO_FRAMES_IN,
     &GRO_MERGED_SEGMENTS,
     &GRO_MERGED_PACKETS,
@@ -319,6 +326,10 @@ pub struct Datapath {
     keys: Vec<FlowKey>,
     /// GRO output of one port, as a burst.
     gro_out: Vec<PacketBuf>,
+    /// A received burst with its UDP-GSO tunnel frames split (see `split_tunnel_uso`).
+    rx_split: Vec<PacketBuf>,
+    /// The datagrams of one UDP-GSO tunnel frame.
+    uso: GsoOutput,
 }
 
 /// Packets classified together (one batched lookup).
@@ -351,6 +362,8 @@ impl Datapath {
             stamp: 0,
             keys: Vec::with_capacity(LOOKUP_BURST),
             gro_out: Vec::new(),
+            rx_split: Vec::new(),
+            uso: GsoOutput::new(),
         }
     }
 
@@ -626,6 +639,12 @@ impl Datapath {
             slot.stats.rx_bytes += p.len() as u64;
         }
         let mut rx = std::mem::take(&mut self.rx);
+        if rx.iter().any(is_tunnel_uso) {
+            self.split_tunnel_uso(&mut rx, &parse);
+        }
+        let Some(slot) = self.slots.get_mut(at) else {
+            return n;
+        };
         if let Some(mut engine) = slot.gro.take() {
             let before = *engine.stats();
             // The engine's batch entry point (the one its benchmark measures).
@@ -650,6 +669,62 @@ impl Datapath {
         }
         self.rx = rx;
         n
+    }
+
+    /// Replaces each UDP-GSO frame of VXLAN / Geneve datagrams in `rx` (what a sender that
+    /// packs its tunnel segments sends, Sluice's own `tx_prepare` among them: see
+    /// `sluice_offload::tx`) by its datagrams, in place and in order, so GRO and the decap
+    /// action see ordinary tunnel packets. Each datagram gets its outer checksums computed
+    /// (software USO); one that cannot be split is dropped and counted.
+    fn split_tunnel_uso(&mut self, rx: &mut Vec<PacketBuf>, parse: &ParseConfig) {
+        let outer_only = ParseConfig {
+            parse_tunnels: false,
+            ..*parse
+        };
+        let mut out = std::mem::take(&mut self.rx_split);
+        out.clear();
+        for p in rx.drain(..) {
+            if !is_tunnel_uso(&p) {
+                out.push(p);
+                continue;
+            }
+            let split = sluice_wire::parse_with(p.frame(), &outer_only)
+                .ok()
+                .and_then(|layout| {
+                    let params = GsoParams::new(GsoType::UdpL4, p.meta.segment_size());
+                    self.uso.clear();
+                    segment(p.frame(), &layout, &params, &mut self.uso).ok()
+                });
+            match split {
+                Some(k) => {
+                    DP_RX_USO_SPLIT.inc();
+                    DP_RX_USO_DATAGRAMS.add(k as u64);
+                    for f in self.uso.frames() {
+                        let mut b = self.pool.get();
+                        b.set_frame(f);
+                        b.in_port = p.in_port;
+                        if let Ok(layout) = sluice_wire::parse_with(f, parse) {
+                            b.meta = OffloadMeta::from_layout(&layout);
+                            b.meta.checksum_recomputed(Slot::OuterL4);
+                            let l3 = b.meta.offsets().outer_l3.map(usize::from);
+                            if l3.and_then(|o| f.get(o)).is_some_and(|v| v >> 4 == 4) {
+                                b.meta.checksum_recomputed(Slot::OuterIp);
+                            }
+                        }
+                        out.push(b);
+                    }
+                }
+                None => {
+                    DP_RX_USO_SPLIT_DROPS.inc();
+                    if let Ok(s) = self.slot_mut(p.in_port) {
+                        s.stats.rx_errors += 1;
+                    }
+                }
+            }
+            self.pool.put(p);
+        }
+        std::mem::swap(rx, &mut out);
+        self.rx_split = out;
     }
 
     fn drain_gro_engine(&mut self, number: u32, engine: &mut GroEngine) {
@@ -833,6 +908,15 @@ impl Datapath {
         }
         self.touched.clear();
     }
+}
+
+/// A UDP-GSO frame of VXLAN / Geneve datagrams ([`Datapath::split_tunnel_uso`]).
+fn is_tunnel_uso(p: &PacketBuf) -> bool {
+    p.meta.gso_type() == GsoType::UdpL4
+        && matches!(
+            p.meta.tunnel(),
+            Some(sluice_wire::TunnelKind::Vxlan | sluice_wire::TunnelKind::Geneve)
+        )
 }
 
 /// A merged GRO packet's innermost L4 checksum left partial in its own buffer (the field holds

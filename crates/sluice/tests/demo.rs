@@ -142,6 +142,22 @@ fn demo_qinq_hop() {
 fn demo_vxlan_hop() {
     let v = demo(&["--seconds", "1", "--hop", "vxlan", "--no-bridge"]);
     check_common(&v, "vxlan");
+    // The hop's AF_PACKET ports take no tunnel GSO but do take UDP GSO: the segmented VXLAN
+    // datagrams leave packed as UDP-GSO frames (far fewer frames than segments), and the far
+    // port splits every one it receives before GRO; none fails to split.
+    let on = |name| counter(&v, "offloads_on", name);
+    assert!(on("uso_packed") > 0, "{v}");
+    assert!(on("uso_packed_frames") * 8 < on("soft_gso_segments"), "{v}");
+    // A packed frame of one datagram is a plain one (nothing to split): every other arrives
+    // and is split, and the datagrams add up to the segments.
+    let single = on("uso_packed_frames") - on("dp_rx_uso_split");
+    assert!(single * 4 < on("uso_packed_frames"), "{v}");
+    assert_eq!(
+        on("dp_rx_uso_datagrams") + single,
+        on("soft_gso_segments"),
+        "{v}"
+    );
+    assert_eq!(on("dp_rx_uso_split_drops"), 0, "{v}");
 }
 
 #[test]

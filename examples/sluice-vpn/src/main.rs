@@ -26,7 +26,8 @@
 //! ip addr add 10.95.0.1/24 dev vpn0; ip link set vpn0 mtu 1420 up
 //! ```
 //!
-//! On `SIGINT` / `SIGTERM` it prints its counters (`name value` lines) on stderr and exits.
+//! On `SIGINT` / `SIGTERM` it passes on what is still in flight (until both sides have been
+//! quiet for 200 ms), prints its counters (`name value` lines) on stderr and exits.
 //! Nothing is lost silently: every packet it does not pass on is in a counter.
 
 use anyhow::{Context, Result};
@@ -41,7 +42,7 @@ use sluice_ports::udp_gso::{UDP_GSO_MAX_PAYLOAD, UDP_MAX_SEGMENTS};
 use sluice_ports::{poll, signal, TapPort, TapPortConfig, UdpGsoSocket};
 use sluice_wire::ParseConfig;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Command line.
 #[derive(Debug, Parser)]
@@ -175,14 +176,25 @@ impl Tunnel {
         signal::stop_on_signals().context("signal handlers")?;
         let tun_fd = self.tun.fd().context("the TUN has no descriptor")?;
         let fds = [tun_fd, self.sock.fd()];
-        while !signal::stop_requested() {
+        // After a stop request, what is still in flight is passed on: the loop ends once both
+        // sides have been quiet for DRAIN.
+        const DRAIN: Duration = Duration::from_millis(200);
+        let mut quiet_since: Option<Instant> = None;
+        loop {
             let a = self.tun_to_wire();
             let b = self.wire_to_tun();
-            if a == 0 && b == 0 {
-                poll::wait_readable(&fds, Duration::from_millis(100))?;
+            let busy = a > 0 || b > 0;
+            if signal::stop_requested() {
+                if busy {
+                    quiet_since = None;
+                } else if quiet_since.get_or_insert_with(Instant::now).elapsed() >= DRAIN {
+                    return Ok(());
+                }
+            }
+            if !busy {
+                poll::wait_readable(&fds, Duration::from_millis(20))?;
             }
         }
-        Ok(())
     }
 
     /// One pass TUN → wire; returns how many packets it took.

@@ -40,13 +40,17 @@ impl Vpn {
         Vpn { child }
     }
 
-    /// Stops the process (SIGTERM) and returns the counters it printed.
-    fn stop(mut self) -> HashMap<String, u64> {
+    /// Asks the process to stop (SIGTERM): it passes on what is in flight first.
+    fn signal(&self) {
         let pid = self.child.id().to_string();
         Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .expect("kill");
+    }
+
+    /// Waits for the process to end and returns the counters it printed.
+    fn wait(mut self) -> HashMap<String, u64> {
         let status = self.child.wait().expect("wait");
         let mut err = String::new();
         if let Some(mut e) = self.child.stderr.take() {
@@ -101,7 +105,10 @@ fn transfer(offloads: bool) -> (HashMap<String, u64>, HashMap<String, u64>) {
     configure_tun(&b, "10.99.0.2/24");
     let dst: IpAddr = "10.99.0.2".parse().expect("ip");
     let report = sluice_traffic::tcp_transfer(&b, dst, 0, &a, seconds());
-    let (ca, cb) = (va.stop(), vb.stop());
+    // Both at once: each drains what is in flight towards the other before it exits.
+    va.signal();
+    vb.signal();
+    let (ca, cb) = (va.wait(), vb.wait());
     let report = report.expect("transfer through the tunnel");
     println!(
         "offloads {}: {:.2} Gbit/s, {} bytes, verified {}",

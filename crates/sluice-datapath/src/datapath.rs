@@ -39,7 +39,7 @@ use sluice_coverage::{counter, Counter};
 use sluice_flow::{Action, ExactCache, FlowKey, HitRef, Reader};
 use sluice_offload::features::{Device, DeviceLimits, Feature, Features};
 use sluice_offload::gro::{GroConfig, GroEngine, GroStats};
-use sluice_offload::gso::{segment, GsoOutput, GsoParams};
+use sluice_offload::gso::{segment, CsumMode, GsoOutput, GsoParams};
 use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket, TxSteps};
 use sluice_packet::rewrite::defer_l4_checksum;
 use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot};
@@ -639,16 +639,15 @@ impl Datapath {
             slot.stats.rx_bytes += p.len() as u64;
         }
         let mut rx = std::mem::take(&mut self.rx);
-        if rx.iter().any(is_tunnel_uso) {
-            self.split_tunnel_uso(&mut rx, &parse);
-        }
-        let Some(slot) = self.slots.get_mut(at) else {
-            return n;
-        };
+        let uso = rx.iter().any(is_tunnel_uso);
         if let Some(mut engine) = slot.gro.take() {
             let before = *engine.stats();
-            // The engine's batch entry point (the one its benchmark measures).
-            engine.receive_batch(rx.iter().map(|p| (p.frame(), p.meta)), self.now);
+            if uso {
+                self.gro_receive_split(&mut engine, &rx, &parse);
+            } else {
+                // The engine's batch entry point (the one its benchmark measures).
+                engine.receive_batch(rx.iter().map(|p| (p.frame(), p.meta)), self.now);
+            }
             for p in rx.drain(..) {
                 self.pool.put(p);
             }
@@ -662,6 +661,9 @@ impl Datapath {
                 slot.gro = Some(engine);
             }
         } else {
+            if uso {
+                self.split_tunnel_uso(&mut rx, &parse);
+            }
             self.process_burst(&mut rx, &parse);
             for p in rx.drain(..) {
                 self.pool.put(p);
@@ -671,16 +673,63 @@ impl Datapath {
         n
     }
 
-    /// Replaces each UDP-GSO frame of VXLAN / Geneve datagrams in `rx` (what a sender that
+    /// The datagrams of one UDP-GSO frame of VXLAN / Geneve datagrams (what a sender that
     /// packs its tunnel segments sends, Sluice's own `tx_prepare` among them: see
-    /// `sluice_offload::tx`) by its datagrams, in place and in order, so GRO and the decap
-    /// action see ordinary tunnel packets. Each datagram gets its outer checksums computed
-    /// (software USO); one that cannot be split is dropped and counted.
-    fn split_tunnel_uso(&mut self, rx: &mut Vec<PacketBuf>, parse: &ParseConfig) {
+    /// `sluice_offload::tx`), into `self.uso` (cleared first), so GRO and the decap action see
+    /// ordinary tunnel packets. Software USO: each datagram's IPv4 header checksum is computed
+    /// and its outer UDP checksum left partial, as the frame's was (nothing reads the payload).
+    /// `None` (counted, the frame is to be dropped) when it cannot be split.
+    fn split_uso(&mut self, p: &PacketBuf, parse: &ParseConfig) -> Option<usize> {
         let outer_only = ParseConfig {
             parse_tunnels: false,
             ..*parse
         };
+        self.uso.clear();
+        let split = sluice_wire::parse_with(p.frame(), &outer_only)
+            .ok()
+            .and_then(|layout| {
+                let mut params = GsoParams::new(GsoType::UdpL4, p.meta.segment_size());
+                // The frame's outer UDP checksum is partial (a UDP-GSO frame's always is):
+                // so is each datagram's, the pseudo-header sum seeded as a device expects.
+                params.l4_csum = CsumMode::Partial;
+                segment(p.frame(), &layout, &params, &mut self.uso).ok()
+            });
+        match split {
+            Some(k) => {
+                DP_RX_USO_SPLIT.inc();
+                DP_RX_USO_DATAGRAMS.add(k as u64);
+            }
+            None => {
+                DP_RX_USO_SPLIT_DROPS.inc();
+                if let Ok(s) = self.slot_mut(p.in_port) {
+                    s.stats.rx_errors += 1;
+                }
+            }
+        }
+        split
+    }
+
+    /// A GRO port's burst with UDP-GSO tunnel frames in it: each such frame's datagrams go to
+    /// the engine in its place, straight from the split (the engine copies what it keeps), the
+    /// others as they are; then the batch ends.
+    fn gro_receive_split(&mut self, engine: &mut GroEngine, rx: &[PacketBuf], parse: &ParseConfig) {
+        for p in rx {
+            if !is_tunnel_uso(p) {
+                engine.receive(p.frame(), p.meta, self.now);
+                continue;
+            }
+            if self.split_uso(p, parse).is_some() {
+                for f in self.uso.frames() {
+                    engine.receive(f, datagram_meta(f, parse), self.now);
+                }
+            }
+        }
+        engine.end_batch(self.now);
+    }
+
+    /// Replaces each UDP-GSO tunnel frame in `rx` (a port without GRO) by its datagrams
+    /// ([`Datapath::split_uso`]), in place and in order.
+    fn split_tunnel_uso(&mut self, rx: &mut Vec<PacketBuf>, parse: &ParseConfig) {
         let mut out = std::mem::take(&mut self.rx_split);
         out.clear();
         for p in rx.drain(..) {
@@ -688,37 +737,13 @@ impl Datapath {
                 out.push(p);
                 continue;
             }
-            let split = sluice_wire::parse_with(p.frame(), &outer_only)
-                .ok()
-                .and_then(|layout| {
-                    let params = GsoParams::new(GsoType::UdpL4, p.meta.segment_size());
-                    self.uso.clear();
-                    segment(p.frame(), &layout, &params, &mut self.uso).ok()
-                });
-            match split {
-                Some(k) => {
-                    DP_RX_USO_SPLIT.inc();
-                    DP_RX_USO_DATAGRAMS.add(k as u64);
-                    for f in self.uso.frames() {
-                        let mut b = self.pool.get();
-                        b.set_frame(f);
-                        b.in_port = p.in_port;
-                        if let Ok(layout) = sluice_wire::parse_with(f, parse) {
-                            b.meta = OffloadMeta::from_layout(&layout);
-                            b.meta.checksum_recomputed(Slot::OuterL4);
-                            let l3 = b.meta.offsets().outer_l3.map(usize::from);
-                            if l3.and_then(|o| f.get(o)).is_some_and(|v| v >> 4 == 4) {
-                                b.meta.checksum_recomputed(Slot::OuterIp);
-                            }
-                        }
-                        out.push(b);
-                    }
-                }
-                None => {
-                    DP_RX_USO_SPLIT_DROPS.inc();
-                    if let Ok(s) = self.slot_mut(p.in_port) {
-                        s.stats.rx_errors += 1;
-                    }
+            if self.split_uso(&p, parse).is_some() {
+                for f in self.uso.frames() {
+                    let mut b = self.pool.get();
+                    b.set_frame(f);
+                    b.in_port = p.in_port;
+                    b.meta = datagram_meta(f, parse);
+                    out.push(b);
                 }
             }
             self.pool.put(p);
@@ -910,7 +935,26 @@ impl Datapath {
     }
 }
 
-/// A UDP-GSO frame of VXLAN / Geneve datagrams ([`Datapath::split_tunnel_uso`]).
+/// The metadata of a datagram split from a UDP-GSO tunnel frame: its layout, its outer UDP
+/// checksum partial (never reported good: nobody summed it) and its IPv4 header checksum good
+/// (the split computed it).
+fn datagram_meta(f: &[u8], parse: &ParseConfig) -> OffloadMeta {
+    let Ok(layout) = sluice_wire::parse_with(f, parse) else {
+        return OffloadMeta::default();
+    };
+    let mut meta = OffloadMeta::from_layout(&layout);
+    if let Some(l4) = meta.offsets().outer_l4 {
+        // A UDP header is 8 bytes: the field at 6 is inside any datagram that parsed.
+        let _ = meta.rx_needs_csum(l4, 6);
+    }
+    let l3 = meta.offsets().outer_l3.map(usize::from);
+    if l3.and_then(|o| f.get(o)).is_some_and(|v| v >> 4 == 4) {
+        meta.checksum_recomputed(Slot::OuterIp);
+    }
+    meta
+}
+
+/// A UDP-GSO frame of VXLAN / Geneve datagrams ([`Datapath::split_uso`]).
 fn is_tunnel_uso(p: &PacketBuf) -> bool {
     p.meta.gso_type() == GsoType::UdpL4
         && matches!(

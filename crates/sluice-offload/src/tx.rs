@@ -33,7 +33,7 @@
 
 use crate::features::Device;
 use crate::features::{features_for, gso_features_needed, Feature, Features, PacketShape};
-use crate::gso::{self, CsumMode, GsoError, GsoOutput, GsoParams, PartialCaps};
+use crate::gso::{self, CsumMode, GsoError, GsoOutput, GsoParams, PartialCaps, ZeroCopyOutput};
 use core::fmt;
 use core::ops::Range;
 use sluice_coverage::{counter, Counter};
@@ -362,6 +362,8 @@ pub struct TxOutput {
     arena: Vec<u8>,
     frames: Vec<TxFrame>,
     gso: GsoOutput,
+    /// Segments to be packed as UDP-GSO frames (`pack_tunnel_uso`): headers only.
+    zc: ZeroCopyOutput,
     scratch: Vec<u8>,
     /// How to find tunnels when software GSO has to parse the frame.
     pub parse: ParseConfig,
@@ -380,6 +382,7 @@ impl TxOutput {
             arena: Vec::new(),
             frames: Vec::new(),
             gso: GsoOutput::new(),
+            zc: ZeroCopyOutput::new(),
             scratch: Vec::new(),
             parse: ParseConfig::DEFAULT,
         }
@@ -703,22 +706,29 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
             && work.vlan.is_none()
             && matches!(meta.tunnel(), Some(TunnelKind::Vxlan | TunnelKind::Geneve))
             && plain.contains(Features::USO | Features::TX_SG);
-        let f = if pack { Features::NONE } else { f };
         // Software (full or partial): segment from one contiguous buffer (the packet itself
         // when it is one).
-        let r = if !linear && pkt.tail == Tail::Linear {
-            soft_gso(pkt.head, &meta, f, dev, &work, partial, out)
+        let mut frame = core::mem::take(&mut out.scratch);
+        let contiguous: &[u8] = if !linear && pkt.tail == Tail::Linear {
+            pkt.head
         } else {
-            let mut frame = core::mem::take(&mut out.scratch);
             if linear {
                 core::mem::swap(&mut frame, &mut out.arena);
             } else {
                 gather(pkt, &mut frame);
             }
-            let r = soft_gso(&frame, &meta, f, dev, &work, partial, out);
-            out.scratch = frame;
-            r
+            &frame
         };
+        if pack {
+            if let Some(k) = pack_tunnel_uso(contiguous, &meta, dev, out) {
+                out.scratch = frame;
+                actions.set(TxSteps::SOFT_GSO);
+                actions.set(TxSteps::HW_CSUM);
+                return TxOutcome::Prepared { actions, frames: k };
+            }
+        }
+        let r = soft_gso(contiguous, &meta, f, dev, &work, partial, out);
+        out.scratch = frame;
         return match r {
             Ok(n) => {
                 actions.set(if partial {
@@ -726,12 +736,6 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
                 } else {
                     TxSteps::SOFT_GSO
                 });
-                if pack {
-                    if let Some(k) = pack_tunnel_uso(out, &meta, dev) {
-                        actions.set(TxSteps::HW_CSUM);
-                        return TxOutcome::Prepared { actions, frames: k };
-                    }
-                }
                 if out.frames.iter().any(|fr| fr.work.l4_csum.is_some()) {
                     actions.set(TxSteps::HW_CSUM);
                 }
@@ -798,45 +802,57 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
     finish(pkt, out, linear, actions, work)
 }
 
-/// The segments of a VXLAN / Geneve packet that software GSO just made (in `out`), regrouped for
-/// a device that segments UDP (USO) but not tunnels: consecutive segments become one UDP-GSO
-/// frame each — the outer headers once, then every segment's outer UDP payload (tunnel header
-/// and inner frame) back to back, `gso_size` one segment's payload — so the device (for an
-/// `AF_PACKET` port, the kernel) cuts them apart again and fills each outer UDP checksum
-/// (wireguard-go sends its tunnel datagrams the same way). One frame instead of ~44 per 64 KiB
-/// super-packet. Returns the number of frames, or `None` (nothing changed) when the segments do
-/// not fit the scheme: not a UDP tunnel, fewer than two segments, or headers that differ.
-fn pack_tunnel_uso(out: &mut TxOutput, meta: &OffloadMeta, dev: &Device) -> Option<usize> {
-    if !matches!(meta.tunnel(), Some(TunnelKind::Vxlan | TunnelKind::Geneve)) {
-        return None;
-    }
+/// A VXLAN / Geneve GSO packet for a device that segments plain UDP (USO) but not tunnels:
+/// segmented in software (every checksum inside complete) and sent as UDP-GSO frames —
+/// consecutive segments become one frame each, the outer headers once, then each segment's
+/// outer UDP payload (tunnel header and inner frame) back to back, `gso_size` one segment's
+/// payload — so the device (for an `AF_PACKET` port, the kernel) cuts them apart again and
+/// fills each outer UDP checksum (wireguard-go sends its tunnel datagrams the same way). One or
+/// two frames instead of ~44 per 64 KiB super-packet, and the payload is copied once (the
+/// segments' headers are made apart, zero-copy). Returns the number of frames in `out`, or
+/// `None` (the caller segments as usual) when the packet does not fit the scheme.
+fn pack_tunnel_uso(
+    frame: &[u8],
+    meta: &OffloadMeta,
+    dev: &Device,
+    out: &mut TxOutput,
+) -> Option<usize> {
     let o = meta.offsets();
     let (l3, l4) = (usize::from(o.outer_l3?), usize::from(o.outer_l4?));
     let hdr = l4 + 8;
-    let n = out.gso.len();
+    let layout = sluice_wire::parse_with(frame, &out.parse).ok()?;
+    let mut p = GsoParams::new(meta.gso_type(), meta.segment_size());
+    p.ecn = meta.gso_ecn();
+    p.max_frame_len = dev.max_frame();
+    out.zc.clear();
+    let n = gso::segment_zero_copy(frame, &layout, &p, &mut out.zc).ok()?;
     if n < 2 {
         return None;
     }
-    let first = out.gso.frame(0)?;
-    let unit = first.len().checked_sub(hdr).filter(|&u| u > 0)?;
-    let v4 = first.get(l3).is_some_and(|b| b >> 4 == 4);
-    // Every segment but the last as long as the first, the last no longer; same outer headers
-    // up to the IP length field (addresses, ports, next headers).
+    let zc = &out.zc;
+    let seg = |i: usize| zc.parts(i, frame);
+    let seg_len = |i: usize| seg(i).map(|[h, b]| h.len() + b.len());
+    let [first_hdr, _] = seg(0)?;
+    let first_len = seg_len(0)?;
+    let unit = first_len.checked_sub(hdr).filter(|&u| u > 0)?;
+    let v4 = first_hdr.get(l3).is_some_and(|b| b >> 4 == 4);
+    // Every segment but the last as long as the first, the last no longer; the same outer
+    // headers up to the IP length field (addresses, ports, next headers).
     let same_prefix = l3 + if v4 { 2 } else { 4 };
     for i in 1..n {
-        let f = out.gso.frame(i)?;
+        let [h, _] = seg(i)?;
+        let len = seg_len(i)?;
         let ok = if i + 1 < n {
-            f.len() == first.len()
+            len == first_len
         } else {
-            f.len() > hdr && f.len() <= first.len()
+            len > hdr && len <= first_len
         };
-        if !ok || f.get(..same_prefix) != first.get(..same_prefix) {
+        if !ok || h.len() < hdr || h.get(..same_prefix) != first_hdr.get(..same_prefix) {
             return None;
         }
     }
     // Datagrams per frame: what the IP length field, the device's GSO limits and USO allow.
-    let ip_hdr = l4 - l3;
-    let by_len = 65_535usize.saturating_sub(ip_hdr + 8) / unit;
+    let by_len = 65_535usize.saturating_sub(l4 - l3 + 8) / unit;
     let by_dev = (dev.gso_max_size as usize).saturating_sub(hdr) / unit;
     let per = by_len
         .min(by_dev)
@@ -851,22 +867,22 @@ fn pack_tunnel_uso(out: &mut TxOutput, meta: &OffloadMeta, dev: &Device) -> Opti
     while i < n {
         let k = (n - i).min(per);
         let start = out.arena.len();
-        out.arena.extend_from_slice(first.get(..hdr)?);
+        let [h0, _] = seg(i)?;
+        out.arena.extend_from_slice(h0.get(..hdr)?);
         for j in i..i + k {
-            out.arena.extend_from_slice(out.gso.frame(j)?.get(hdr..)?);
+            let [h, b] = seg(j)?;
+            out.arena.extend_from_slice(h.get(hdr..)?);
+            out.arena.extend_from_slice(b);
         }
         let frame = out.arena.get_mut(start..)?;
         let udp_len = frame.len() - l4;
         let udp_len16 = u16::try_from(udp_len).ok()?;
         if v4 {
+            // The IP ID stays the one of the frame's first segment (the device counts on).
             let ip_len = u16::try_from(frame.len() - l3).ok()?;
             frame
                 .get_mut(l3 + 2..l3 + 4)?
                 .copy_from_slice(&ip_len.to_be_bytes());
-            // The ID of this frame's first segment (the device counts on from it).
-            let id_src = out.gso.frame(i)?.get(l3 + 4..l3 + 6)?;
-            let id = [*id_src.first()?, *id_src.get(1)?];
-            frame.get_mut(l3 + 4..l3 + 6)?.copy_from_slice(&id);
             frame.get_mut(l3 + 10..l3 + 12)?.copy_from_slice(&[0, 0]);
             let c = sluice_checksum::checksum(frame.get(l3..l4)?);
             frame
@@ -906,6 +922,8 @@ fn pack_tunnel_uso(out: &mut TxOutput, meta: &OffloadMeta, dev: &Device) -> Opti
         });
         i += k;
     }
+    SOFT_GSO.inc();
+    SOFT_GSO_SEGMENTS.add(n as u64);
     USO_PACKED.inc();
     USO_PACKED_FRAMES.add(out.frames.len() as u64);
     Some(out.frames.len())

@@ -7,11 +7,17 @@
 //! arrival order. A merged packet's checksums are made final (a `Partial` L4 checksum is filled
 //! in software). `OUT.jsonl` beside `OUT` gets one line per written frame:
 //! `{"segments": k, "segment_size": s, "gso_type": "tcpv4"|"tcpv6"|"udp_l4"|null}`.
+//!
+//! Ethernet captures and raw-IP ones (TUN traffic: link type RAW, IPv4, IPv6) alike; the output
+//! has the input's link type. Frames of any other link type are written through unchanged.
 
+use crate::inspect::link_config;
+use crate::pcap_link::LinkWriter;
 use anyhow::{bail, Context, Result};
 use sluice_offload::gro::{GroConfig, GroEngine, GroPacket};
 use sluice_packet::{rewrite, CsumStatus, GsoType, OffloadMeta, Slot};
-use sluice_pcap::{CaptureReader, CaptureWriter};
+use sluice_pcap::{CaptureReader, LinkType as CaptureLink};
+use sluice_wire::ParseConfig;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -37,7 +43,7 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--batch must be at least 1");
     }
     let mut reader = CaptureReader::open(&args.input)?;
-    let mut writer = CaptureWriter::create(&args.output)?;
+    let mut writer = LinkWriter::new(&args.output);
     let jsonl_path = jsonl_path(&args.output);
     let jsonl = std::fs::File::create(&jsonl_path)
         .with_context(|| format!("cannot create {}", jsonl_path.display()))?;
@@ -46,11 +52,18 @@ pub fn run(args: Args) -> Result<()> {
         jsonl: std::io::BufWriter::new(jsonl),
         written: 0,
         merged: 0,
+        frame: 0,
+        link: CaptureLink::Ethernet,
     };
-    let mut engine = GroEngine::new(GroConfig {
-        udp: args.udp,
-        ..GroConfig::default()
-    });
+    let engine_for = |parse: ParseConfig| {
+        GroEngine::new(GroConfig {
+            udp: args.udp,
+            parse,
+            ..GroConfig::default()
+        })
+    };
+    let mut engine = engine_for(ParseConfig::DEFAULT);
+    let mut engine_link = CaptureLink::Ethernet;
     let mut in_batch = 0usize;
     let mut frames_in = 0u64;
     let mut other_link = 0u64;
@@ -60,14 +73,25 @@ pub fn run(args: Args) -> Result<()> {
         let frame = frame?;
         frames_in += 1;
         ts = frame.timestamp;
-        if frame.linktype != sluice_pcap::LinkType::Ethernet {
-            // Not an Ethernet frame: written through unchanged, after what is pending.
+        let Some(parse) = link_config(frame.linktype, &ParseConfig::DEFAULT) else {
+            // Neither Ethernet nor raw IP: written through unchanged, after what is pending.
             engine.flush(sluice_offload::gro::FlushReason::Manual);
             out.drain(&mut engine, ts)?;
+            out.frame = frames_in;
+            out.link = frame.linktype;
             out.write(ts, &frame.data, 1, &OffloadMeta::default())?;
             other_link += 1;
             continue;
+        };
+        if frame.linktype != engine_link {
+            // The engine parses one link type: what is pending goes out first.
+            engine.flush(sluice_offload::gro::FlushReason::Manual);
+            out.drain(&mut engine, ts)?;
+            engine = engine_for(parse);
+            engine_link = frame.linktype;
         }
+        out.frame = frames_in;
+        out.link = frame.linktype;
         engine.receive(&frame.data, OffloadMeta::default(), now);
         out.drain(&mut engine, ts)?;
         in_batch += 1;
@@ -89,7 +113,7 @@ pub fn run(args: Args) -> Result<()> {
     let f = &s.flushed;
     eprintln!(
         "gro: {frames_in} frames in, {written} packets out ({merged} merged from {} segments), \
-         {} not mergeable, {} bad checksum, {other_link} non-Ethernet; flushed: batch_end {} \
+         {} not mergeable, {} bad checksum, {other_link} neither Ethernet nor IP; flushed: batch_end {} \
          age {} size {} flags {} mismatch {} evicted {} manual {}",
         s.merged_segments + s.merged_packets,
         s.not_mergeable,
@@ -113,10 +137,13 @@ fn jsonl_path(output: &Path) -> PathBuf {
 }
 
 struct Output<'a> {
-    writer: &'a mut CaptureWriter,
+    writer: &'a mut LinkWriter,
     jsonl: std::io::BufWriter<std::fs::File>,
     written: u64,
     merged: u64,
+    /// The input frame last read (1-based, for errors) and its link type.
+    frame: u64,
+    link: CaptureLink,
 }
 
 impl Output<'_> {
@@ -136,7 +163,7 @@ impl Output<'_> {
         segments: u16,
         meta: &OffloadMeta,
     ) -> Result<()> {
-        self.writer.write(ts, frame)?;
+        self.writer.write(self.frame, self.link, ts, frame)?;
         let gso = match meta.gso_type() {
             GsoType::TcpV4 => "\"tcpv4\"",
             GsoType::TcpV6 => "\"tcpv6\"",

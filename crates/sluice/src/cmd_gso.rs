@@ -1,12 +1,14 @@
 //! `sluice pcap gso`: segment every frame of a capture in software, as for a device with no
 //! offloads, and write every segment (with every checksum computed from scratch) in order.
 
+use crate::inspect::link_config;
+use crate::pcap_link::LinkWriter;
 use crate::spec;
 use anyhow::{Context, Result};
 use sluice_offload::gso::{self, GsoOutput, GsoParams, OuterCsum};
 use sluice_packet::GsoType;
-use sluice_pcap::{CaptureReader, CaptureWriter};
-use sluice_wire::{ip_proto, L3Kind, Layout};
+use sluice_pcap::CaptureReader;
+use sluice_wire::{ip_proto, L3Kind, Layout, ParseConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -20,6 +22,9 @@ pub enum UdpMode {
 }
 
 /// Arguments of `sluice pcap gso`.
+///
+/// Ethernet captures and raw-IP ones (TUN traffic: link type RAW, IPv4, IPv6) alike; the
+/// output has the input's link type.
 ///
 /// Without `--spec`, every TCP frame is segmented as TCPv4/TCPv6 (by its innermost IP version)
 /// and every UDP frame as USO or UFO (`--udp`), with `--segment-size` payload bytes per segment
@@ -119,7 +124,7 @@ pub fn run(args: Args) -> Result<()> {
         None => Vec::new(),
     };
     let mut reader = CaptureReader::open(&args.input)?;
-    let mut writer = CaptureWriter::create(&args.output)?;
+    let mut writer = LinkWriter::new(&args.output);
     let mut out = GsoOutput::new();
     let (mut frames, mut segments, mut passed) = (0u64, 0u64, 0u64);
     let mut errors: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -129,9 +134,13 @@ pub fn run(args: Args) -> Result<()> {
         frames += 1;
         let data = &frame.data;
         let line = spec.get(idx).copied().unwrap_or_default();
-        let Ok(layout) = sluice_wire::parse(data) else {
-            // Not parseable: nothing to segment; copy it as it is.
-            writer.write(frame.timestamp, data)?;
+        let (no, link, ts) = (frames, frame.linktype, frame.timestamp);
+        // Ethernet, or an IP packet of a raw-IP capture (TUN traffic): segmented alike.
+        let parsed = link_config(link, &ParseConfig::DEFAULT)
+            .and_then(|cfg| sluice_wire::parse_with(data, &cfg).ok());
+        let Some(layout) = parsed else {
+            // Not parseable (or another link type): nothing to segment; copy it as it is.
+            writer.write(no, link, ts, data)?;
             passed += 1;
             continue;
         };
@@ -148,7 +157,7 @@ pub fn run(args: Args) -> Result<()> {
             // Pass through with checksums recomputed: a single segment as large as the frame.
             let as_type = infer_type(&layout, UdpMode::Uso);
             if as_type == GsoType::None {
-                writer.write(frame.timestamp, data)?;
+                writer.write(no, link, ts, data)?;
                 passed += 1;
                 continue;
             }
@@ -160,7 +169,7 @@ pub fn run(args: Args) -> Result<()> {
             Ok(n) => {
                 segments += n as u64;
                 for f in out.frames() {
-                    writer.write(frame.timestamp, f)?;
+                    writer.write(no, link, ts, f)?;
                 }
             }
             Err(e) => *errors.entry(e.kind()).or_default() += 1,

@@ -14,6 +14,7 @@ mod demo;
 mod flow_cli;
 mod flow_load;
 mod inspect;
+mod pcap_link;
 mod spec;
 
 use anyhow::Result;
@@ -88,7 +89,7 @@ enum Cmd {
 enum PcapCmd {
     /// Print every frame's layers, VLAN stack, tunnel, offsets and checksum verdicts.
     Inspect {
-        /// The capture (pcap or pcapng; Ethernet link type).
+        /// The capture (pcap or pcapng; Ethernet, or raw IP: link type RAW, IPv4, IPv6).
         file: PathBuf,
         /// One JSON object per frame per line instead of the human-readable line.
         #[arg(long)]

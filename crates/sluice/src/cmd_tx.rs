@@ -8,12 +8,14 @@
 //! (partial checksums still holding the pseudo-header sum, GSO packets unsegmented). Dropped
 //! frames are not written. The transmit counters are printed at the end.
 
+use crate::inspect::link_config;
+use crate::pcap_link::LinkWriter;
 use crate::spec;
 use anyhow::{bail, Context, Result};
 use sluice_offload::features::{Device, Features};
 use sluice_offload::tx::{self, emulate_device, tx_prepare, TxOutcome, TxOutput, TxPacket};
 use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot, Verdict};
-use sluice_pcap::{CaptureReader, CaptureWriter};
+use sluice_pcap::CaptureReader;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -106,8 +108,13 @@ fn parse_spec_line(
 }
 
 /// The metadata a spec line describes for a frame.
-fn meta_for(frame: &[u8], spec: &SpecLine, no: usize) -> Result<OffloadMeta> {
-    let (layout, _) = sluice_wire::parse_partial(frame, &sluice_wire::ParseConfig::DEFAULT);
+fn meta_for(
+    frame: &[u8],
+    cfg: &sluice_wire::ParseConfig,
+    spec: &SpecLine,
+    no: usize,
+) -> Result<OffloadMeta> {
+    let (layout, _) = sluice_wire::parse_partial(frame, cfg);
     let mut meta = OffloadMeta::from_layout(&layout);
     for (slot, status) in Slot::ALL.into_iter().zip(spec.csum) {
         let level = slot.level();
@@ -156,16 +163,23 @@ pub fn run(args: Args) -> Result<()> {
     };
     tx::register_counters();
     let mut reader = CaptureReader::open(&args.input)?;
-    let mut writer = CaptureWriter::create(&args.output)?;
+    let mut writer = LinkWriter::new(&args.output);
     let mut out = TxOutput::new();
     let mut wire: Vec<Vec<u8>> = Vec::new();
-    let cfg = sluice_wire::ParseConfig::DEFAULT;
     let mut no = 0usize;
     while let Some(frame) = reader.next_frame() {
         let frame = frame?;
         no += 1;
         let line = spec.get(no - 1).copied().unwrap_or_default();
-        let meta = meta_for(&frame.data, &line, no)?;
+        // Ethernet, or an IP packet of a raw-IP capture (TUN traffic).
+        let Some(cfg) = link_config(frame.linktype, &sluice_wire::ParseConfig::DEFAULT) else {
+            bail!(
+                "frame {no}: link type {:?} is neither Ethernet nor raw IP",
+                frame.linktype
+            );
+        };
+        out.parse = cfg;
+        let meta = meta_for(&frame.data, &cfg, &line, no)?;
         let r = tx_prepare(&TxPacket::new(&frame.data, meta), &dev, &mut out);
         wire.clear();
         let handed: Vec<(&[u8], tx::DeviceWork)> = match r {
@@ -182,7 +196,7 @@ pub fn run(args: Args) -> Result<()> {
             }
         }
         for w in &wire {
-            writer.write(frame.timestamp, w)?;
+            writer.write(no as u64, frame.linktype, frame.timestamp, w)?;
         }
     }
     writer.finish()?;

@@ -1,4 +1,4 @@
-//! `sluice pcap gso` and `sluice pcap gro` on raw-IP captures (TUN traffic, link type RAW):
+//! `sluice pcap gso`, `pcap gro` and `pcap tx` on raw-IP captures (TUN traffic, link type RAW):
 //! the same packets without their Ethernet header must give the same output without its
 //! Ethernet header, in a capture of the input's link type.
 
@@ -110,4 +110,33 @@ fn gso_and_gro_of_raw_ip_match_the_ethernet_path() {
     assert_eq!(link_of(&r_gro), LINKTYPE_RAW);
     let jsonl = |p: &Path| std::fs::read_to_string(format!("{}.jsonl", p.display())).unwrap();
     assert_eq!(jsonl(&r_gro), jsonl(&e_gro));
+}
+
+#[test]
+fn tx_of_raw_ip_matches_the_ethernet_path() {
+    let eth_in = vec![tcp4(1, 5000), udp6(700), tcp4(5001, 10)];
+    let (e_in, r_in) = (tmp("tx-eth-in.pcap"), tmp("tx-raw-in.pcap"));
+    write_with_link(&e_in, &eth_in, 1);
+    write_with_link(&r_in, &strip(&eth_in), LINKTYPE_RAW);
+    // The first packet is a TSO request (segment size 1000), the others plain; a device with
+    // no offloads: software GSO and checksums, the same bytes either way.
+    let spec = tmp("tx-spec.jsonl");
+    std::fs::write(&spec, "{\"gso_type\": \"tcpv4\", \"gso_size\": 1000}\n").unwrap();
+    let (e_out, r_out) = (tmp("tx-eth-out.pcap"), tmp("tx-raw-out.pcap"));
+    for (i, o) in [(&e_in, &e_out), (&r_in, &r_out)] {
+        run_ok(&[
+            "pcap",
+            "tx",
+            i.to_str().unwrap(),
+            o.to_str().unwrap(),
+            "--features",
+            "none",
+            "--spec",
+            spec.to_str().unwrap(),
+        ]);
+    }
+    let (eth_out, raw_out) = (frames(&e_out), frames(&r_out));
+    assert_eq!(eth_out.len(), 5 + 1 + 1);
+    assert_eq!(raw_out, strip(&eth_out));
+    assert_eq!(link_of(&r_out), LINKTYPE_RAW);
 }

@@ -301,5 +301,11 @@ mod tests {
                 .all(|&(n, seg)| (seg == 0 && n <= 1000) || seg == 1000),
             "{sizes:?}"
         );
+        // The kernel hands a GRO socket a segmented send whole: at least one receive carried
+        // several datagrams (without UDP_GRO every receive would be one).
+        assert!(
+            sizes.iter().any(|&(n, seg)| seg == 1000 && n > 1000),
+            "{sizes:?}"
+        );
     }
 }

@@ -784,7 +784,7 @@ fn verify_unknown_outer(frame: &[u8], meta: &mut OffloadMeta, cfg: &ParseConfig)
         meta.rx_verdict(Slot::OuterIp, verify::verify_ip(frame, &layout.outer));
     }
     if l4 {
-        let udp_tunnel = matches!(meta.tunnel(), Some(TunnelKind::Vxlan | TunnelKind::Geneve));
+        let udp_tunnel = meta.tunnel().is_some_and(TunnelKind::is_udp);
         let (verdict, _) = verify::verify_l4(frame, &layout.outer, udp_tunnel);
         meta.rx_verdict(Slot::OuterL4, verdict);
     }

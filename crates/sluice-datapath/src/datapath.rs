@@ -41,8 +41,8 @@ use sluice_offload::features::{Device, DeviceLimits, Feature, Features};
 use sluice_offload::gro::{GroConfig, GroEngine, GroStats};
 use sluice_offload::gso::{segment, CsumMode, GsoOutput, GsoParams};
 use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket, TxSteps};
-use sluice_packet::rewrite::defer_l4_checksum;
-use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot};
+use sluice_packet::rewrite::defer_gso_l4_checksum;
+use sluice_packet::{GsoType, OffloadMeta, Slot};
 use sluice_wire::{LinkType, ParseConfig};
 use std::fmt;
 use std::os::fd::RawFd;
@@ -957,10 +957,7 @@ fn datagram_meta(f: &[u8], parse: &ParseConfig) -> OffloadMeta {
 /// A UDP-GSO frame of VXLAN / Geneve datagrams ([`Datapath::split_uso`]).
 fn is_tunnel_uso(p: &PacketBuf) -> bool {
     p.meta.gso_type() == GsoType::UdpL4
-        && matches!(
-            p.meta.tunnel(),
-            Some(sluice_wire::TunnelKind::Vxlan | sluice_wire::TunnelKind::Geneve)
-        )
+        && p.meta.tunnel().is_some_and(sluice_wire::TunnelKind::is_udp)
 }
 
 /// A merged GRO packet's innermost L4 checksum left partial in its own buffer (the field holds
@@ -969,20 +966,9 @@ fn is_tunnel_uso(p: &PacketBuf) -> bool {
 /// copy the whole packet to seed the field; a software GSO egress fills each segment's anyway.
 /// Packets that are not merged, or whose checksum is not known good, are left alone.
 fn partial_gro_checksum(p: &mut PacketBuf) {
-    if p.meta.gso_type() == GsoType::None {
-        return;
-    }
-    let level = if p.meta.tunnel().is_some() {
-        Level::Inner
-    } else {
-        Level::Outer
-    };
-    if p.meta.status(Slot::l4(level)) != CsumStatus::Good {
-        return;
-    }
     let mut meta = p.meta;
     // On error neither the frame nor the metadata changes: the packet goes on as it was.
-    if defer_l4_checksum(p.frame_mut(), &mut meta, level).is_ok() {
+    if defer_gso_l4_checksum(p.frame_mut(), &mut meta) {
         p.meta = meta;
         GRO_CSUM_LEFT_PARTIAL.inc();
     }

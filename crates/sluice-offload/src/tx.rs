@@ -472,7 +472,7 @@ fn gre_has_csum(frame: &[u8], meta: &OffloadMeta) -> bool {
 /// Whether a VXLAN/Geneve packet carries an outer UDP checksum (a non-zero field: the statuses
 /// say "absent" only after verification).
 fn udp_tunnel_csum(frame: &[u8], meta: &OffloadMeta) -> bool {
-    matches!(meta.tunnel(), Some(TunnelKind::Vxlan | TunnelKind::Geneve))
+    meta.tunnel().is_some_and(TunnelKind::is_udp)
         && !meta.csum_absent(Level::Outer)
         && meta
             .offsets()
@@ -704,7 +704,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
         };
         let pack = !partial
             && work.vlan.is_none()
-            && matches!(meta.tunnel(), Some(TunnelKind::Vxlan | TunnelKind::Geneve))
+            && meta.tunnel().is_some_and(TunnelKind::is_udp)
             && plain.contains(Features::USO | Features::TX_SG);
         // Software (full or partial): segment from one contiguous buffer (the packet itself
         // when it is one).
@@ -883,11 +883,7 @@ fn pack_tunnel_uso(
             frame
                 .get_mut(l3 + 2..l3 + 4)?
                 .copy_from_slice(&ip_len.to_be_bytes());
-            frame.get_mut(l3 + 10..l3 + 12)?.copy_from_slice(&[0, 0]);
-            let c = sluice_checksum::checksum(frame.get(l3..l4)?);
-            frame
-                .get_mut(l3 + 10..l3 + 12)?
-                .copy_from_slice(&c.to_be_bytes());
+            fill_ipv4_header_at(frame, l3);
         } else {
             let pl = u16::try_from(frame.len() - l3 - 40).ok()?;
             frame
@@ -1145,9 +1141,13 @@ pub fn emulate_device(
 }
 
 fn fill_ipv4_header(buf: &mut [u8], h: &sluice_wire::Headers) {
-    let (Some(l3), Some(L3Kind::Ipv4)) = (h.l3, h.l3_kind) else {
-        return;
-    };
+    if let (Some(l3), Some(L3Kind::Ipv4)) = (h.l3, h.l3_kind) {
+        fill_ipv4_header_at(buf, l3);
+    }
+}
+
+/// Computes the checksum of the IPv4 header at `l3` (its length from its IHL) into its field.
+fn fill_ipv4_header_at(buf: &mut [u8], l3: usize) {
     let hl = buf.get(l3).map_or(0, |b| usize::from(b & 0x0f) * 4);
     if let Some(f) = buf.get_mut(l3 + 10..l3 + 12) {
         f.fill(0);

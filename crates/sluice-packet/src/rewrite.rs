@@ -230,6 +230,23 @@ pub fn seed_partial(frame: &mut [u8], meta: &OffloadMeta) -> Result<(), Error> {
     write_u16(frame, region.field, value).map_err(|_| trunc(region.field + 2, frame))
 }
 
+/// A merged GSO packet's innermost L4 checksum left partial, as Linux's `tcp_gro_complete`
+/// leaves `CHECKSUM_PARTIAL` (the field then holds the pseudo-header sum), so a segmenting
+/// egress takes the packet as it is instead of copying it to seed the field. Only a GSO packet
+/// whose innermost L4 checksum is `Good`; returns whether it changed (on error nothing does).
+pub fn defer_gso_l4_checksum(frame: &mut [u8], meta: &mut OffloadMeta) -> bool {
+    if meta.gso_type() == crate::GsoType::None {
+        return false;
+    }
+    let level = if meta.tunnel().is_some() {
+        Level::Inner
+    } else {
+        Level::Outer
+    };
+    meta.status(Slot::l4(level)) == CsumStatus::Good
+        && defer_l4_checksum(frame, meta, level).is_ok()
+}
+
 /// [`OffloadMeta::l4_checksum_deferred`] and, when it asks for it, [`seed_partial`]. On error
 /// neither the metadata nor the frame changes.
 pub fn defer_l4_checksum(

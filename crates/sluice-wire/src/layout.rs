@@ -242,6 +242,11 @@ impl TunnelKind {
             TunnelKind::Gre => "gre",
         }
     }
+
+    /// Whether the tunnel rides on UDP (VXLAN, Geneve), so its outer L4 is a UDP header.
+    pub const fn is_udp(self) -> bool {
+        matches!(self, TunnelKind::Vxlan | TunnelKind::Geneve)
+    }
 }
 
 /// A parsed tunnel header.

@@ -36,8 +36,8 @@ use sluice_datapath::{BufPool, PacketBuf, Port};
 use sluice_offload::features::{Device, Features};
 use sluice_offload::gro::{GroConfig, GroEngine};
 use sluice_offload::tx::{tx_prepare, DeviceWork, TxOutcome, TxOutput, TxPacket};
-use sluice_packet::rewrite::defer_l4_checksum;
-use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot};
+use sluice_packet::rewrite::defer_gso_l4_checksum;
+use sluice_packet::{GsoType, OffloadMeta};
 use sluice_ports::udp_gso::{UDP_GSO_MAX_PAYLOAD, UDP_MAX_SEGMENTS};
 use sluice_ports::{poll, signal, TapPort, TapPortConfig, UdpGsoSocket};
 use sluice_wire::ParseConfig;
@@ -277,7 +277,9 @@ impl Tunnel {
             self.gro.receive_batch(datagrams, self.now);
             let device = self.tun.device();
             while let Some(mut g) = self.gro.pop_output() {
-                leave_checksum_partial(&mut g.frame, &mut g.meta);
+                // The L4 checksum left partial, as Linux's GRO leaves it: the TUN write takes
+                // the packet as it is.
+                defer_gso_l4_checksum(&mut g.frame, &mut g.meta);
                 let pkt = TxPacket::new(&g.frame, g.meta);
                 match tx_prepare(&pkt, &device, &mut self.tx) {
                     TxOutcome::Unchanged { work, .. } => {
@@ -316,19 +318,6 @@ fn tun_send(tun: &mut TapPort, frame: &[u8], work: &DeviceWork, c: &mut Counters
     match tun.send(frame, work) {
         Ok(()) => c.tun_tx_packets += 1,
         Err(_) => c.tun_tx_drops += 1,
-    }
-}
-
-/// A merged packet's L4 checksum left partial (the field holds the pseudo-header sum), so the
-/// TUN write takes it as it is instead of copying it to seed the field. Others are left alone.
-fn leave_checksum_partial(frame: &mut [u8], meta: &mut OffloadMeta) {
-    if meta.gso_type() == GsoType::None || meta.status(Slot::l4(Level::Outer)) != CsumStatus::Good {
-        return;
-    }
-    let mut next = *meta;
-    // On error neither the frame nor the metadata changes.
-    if defer_l4_checksum(frame, &mut next, Level::Outer).is_ok() {
-        *meta = next;
     }
 }
 

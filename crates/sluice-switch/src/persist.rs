@@ -345,46 +345,49 @@ impl Control {
     }
 
     /// Records the rules of a `flow_add` that went in (`results` with a handle and no error;
-    /// `lines` the request's rule texts) as one commit; on failure deletes them again.
+    /// `lines` the request's rule texts, `priorities` theirs by line) as one commit; on failure
+    /// deletes them again.
     pub(super) fn persist_rules_added(
         &mut self,
         results: &[FlowResult],
         lines: &[String],
+        priorities: &[u32],
     ) -> Result<(), SwitchError> {
         self.persist_added(
             results
                 .iter()
                 .filter(|r| r.error.is_none())
-                .filter_map(|r| Some((r.handle?, lines.get(r.index)?.as_str()))),
+                .filter_map(|r| {
+                    Some((
+                        r.handle?,
+                        *priorities.get(r.index)?,
+                        lines.get(r.index)?.as_str(),
+                    ))
+                }),
         )
     }
 
-    /// Records rules that went in, given as (switch handle, rule text), as one commit; on
-    /// failure deletes them again. Both `flow_add` and `flow_add_text` end here.
+    /// Records rules that went in, given as (switch handle, priority, rule text), as one
+    /// commit; on failure deletes them again. Both `flow_add` and `flow_add_text` end here.
+    /// The caller gives the priority it parsed: looking each rule up in the table again cost
+    /// a tenth of a million-rule load.
     pub(super) fn persist_added<'t>(
         &mut self,
-        added: impl Iterator<Item = (u64, &'t str)>,
+        added: impl Iterator<Item = (u64, u32, &'t str)>,
     ) -> Result<(), SwitchError> {
-        if self.store.is_none() {
+        let Some(d) = self.store.as_mut() else {
             return Ok(());
-        }
-        let added: Vec<(u64, Handle, u32, &[u8])> = added
-            .filter_map(|(ext, text)| {
-                let h = *self.int_of.get(&ext)?;
-                let priority = self.table.rule(h)?.priority;
-                Some((ext, h, priority, text.as_bytes()))
-            })
+        };
+        let added: Vec<(u64, u32, &[u8])> = added
+            .map(|(ext, priority, text)| (ext, priority, text.as_bytes()))
             .collect();
         if added.is_empty() {
             return Ok(());
         }
-        let Some(d) = self.store.as_mut() else {
-            return Ok(());
-        };
         d.last_commit = Instant::now();
         let out = d
             .store
-            .commit_rules(added.iter().map(|&(handle, _, priority, text)| StoredRule {
+            .commit_rules(added.iter().map(|&(handle, priority, text)| StoredRule {
                 handle,
                 priority,
                 matches: text,
@@ -395,7 +398,10 @@ impl Control {
         };
         let found: Vec<(Handle, Mask)> = added
             .iter()
-            .filter_map(|&(_, h, _, _)| Some((h, self.table.rule(h)?.matcher.mask)))
+            .filter_map(|&(ext, _, _)| {
+                let h = self.int_of.get(ext)?;
+                Some((h, self.table.rule(h)?.matcher.mask))
+            })
             .collect();
         let undo = self.table.delete_batch(
             found.iter().map(|&(h, _)| RuleRef::Handle(h)).collect(),

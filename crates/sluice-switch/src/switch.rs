@@ -16,9 +16,10 @@
 //! Ports are opened on the calling thread (in a named network namespace if asked), then handed
 //! to the datapath thread.
 
+mod handles;
 mod text_batch;
 
-pub use text_batch::{is_rule_line, text_lines, LineError, TextBatchReply};
+pub use text_batch::{is_rule_line, text_lines, LineError, PreparedText, TextBatchReply};
 
 mod quota;
 pub use quota::{QuotaChange, QuotaInfo};
@@ -153,7 +154,7 @@ struct Control {
     /// The flow table's own handle (small, reused) → the switch's handle (0: none).
     ext_of: Vec<u64>,
     /// The switch's handle → the flow table's.
-    int_of: FastMap<u64, Handle>,
+    int_of: handles::HandleIndex,
     /// Rules per distinct mask.
     masks: FastMap<Mask, usize>,
     /// The durable store, if the switch has one (`sluice run --db`).
@@ -196,6 +197,16 @@ impl Control {
         ext
     }
 
+    /// Makes room for `n` more rules in the handle maps at once (a million-rule load would
+    /// otherwise rehash `int_of` twenty times while the control lock is held).
+    fn reserve_inserts(&mut self, n: usize) {
+        self.int_of.reserve(n);
+        let want = self.table.len() + n;
+        if self.ext_of.capacity() < want {
+            self.ext_of.reserve(want.saturating_sub(self.ext_of.len()));
+        }
+    }
+
     /// Records a rule the table accepted under switch handle `ext` (a restored or rolled-back
     /// rule keeps its handle).
     fn record_insert_as(&mut self, h: Handle, mask: &Mask, ext: u64) {
@@ -216,7 +227,7 @@ impl Control {
             c.clear(h.0);
         }
         if let Some(slot) = self.ext_of.get_mut(h.0 as usize) {
-            self.int_of.remove(slot);
+            self.int_of.remove(*slot);
             *slot = 0;
         }
         if let Some(n) = self.masks.get_mut(mask) {
@@ -374,7 +385,7 @@ impl Switch {
                 next_port_handle: 0,
                 next_rule_handle: 0,
                 ext_of: Vec::new(),
-                int_of: FastMap::default(),
+                int_of: handles::HandleIndex::default(),
                 masks: FastMap::default(),
                 store: None,
             }),
@@ -499,7 +510,7 @@ impl Switch {
             let refs: Vec<(Handle, Mask)> = naming
                 .iter()
                 .filter_map(|e| {
-                    let h = *ctl.int_of.get(e)?;
+                    let h = ctl.int_of.get(*e)?;
                     Some((h, ctl.table.rule(h)?.matcher.mask))
                 })
                 .collect();
@@ -728,6 +739,7 @@ impl Switch {
         let mut results = empty_results(lines.len());
         let mut rules = Vec::with_capacity(lines.len());
         let mut idx = Vec::with_capacity(lines.len());
+        let mut priorities = vec![0u32; lines.len()];
         // Masks this batch would add, in order: refused past the quota.
         let mut new_masks: HashSet<Mask> = HashSet::new();
         for (i, line) in lines.iter().enumerate() {
@@ -758,6 +770,9 @@ impl Switch {
                 }
                 new_masks.insert(mask);
             }
+            if let Some(p) = priorities.get_mut(i) {
+                *p = r.priority;
+            }
             rules.push(r);
             idx.push(i);
         }
@@ -772,7 +787,7 @@ impl Switch {
                 Err(e) => results[i].error = Some(ctl.rule_error(&e)),
             }
         }
-        ctl.persist_rules_added(&results, lines)?;
+        ctl.persist_rules_added(&results, lines, &priorities)?;
         Ok(results)
     }
 
@@ -795,8 +810,8 @@ impl Switch {
                 results[i].handle = Some(ext);
                 let found = ctl
                     .int_of
-                    .get(&ext)
-                    .and_then(|&h| Some((h, ctl.table.rule(h)?.matcher.mask)));
+                    .get(ext)
+                    .and_then(|h| Some((h, ctl.table.rule(h)?.matcher.mask)));
                 match found {
                     Some((h, mask)) => {
                         refs.push((RuleRef::Handle(h), h, mask));

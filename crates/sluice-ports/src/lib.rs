@@ -35,6 +35,7 @@ pub mod port_afpacket;
 pub mod port_tap;
 pub mod sched;
 pub mod signal;
+pub mod sockopt;
 pub mod tap;
 pub mod udp_gso;
 

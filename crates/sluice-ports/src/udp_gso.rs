@@ -8,6 +8,7 @@
 //! [`UDP_MAX_SEGMENTS`] datagrams, all but the last exactly `segment` bytes long, the whole
 //! under 64 KiB with the IP and UDP headers ([`UDP_GSO_MAX_PAYLOAD`]).
 
+use crate::sockopt::{set_socket_buffer, setsockopt_int, SocketBuffer};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -25,29 +26,6 @@ pub const UDP_GSO_MAX_PAYLOAD: usize = 65_535 - 40 - 8;
 pub struct UdpGsoSocket {
     sock: UdpSocket,
     gro: bool,
-}
-
-fn setsockopt_int(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    v: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: `v` lives for the call and its size is passed; the kernel only reads it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 /// Space for one control message holding a `T`.
@@ -94,16 +72,8 @@ impl UdpGsoSocket {
     /// up to the system's limits).
     pub fn set_buffers(&self, bytes: usize) -> io::Result<()> {
         let fd = self.sock.as_raw_fd();
-        let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-        for (force, plain) in [
-            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-        ] {
-            if setsockopt_int(fd, libc::SOL_SOCKET, force, v).is_err() {
-                setsockopt_int(fd, libc::SOL_SOCKET, plain, v)?;
-            }
-        }
-        Ok(())
+        set_socket_buffer(fd, SocketBuffer::Send, bytes)?;
+        set_socket_buffer(fd, SocketBuffer::Receive, bytes)
     }
 
     /// Sends the concatenation of `parts` to the peer in one `sendmsg`: with `segment`

@@ -16,9 +16,12 @@
 
 mod rule_stream;
 
-pub use rule_stream::{chunk_rules, encode_text_request, RuleChunk, TextOp, CHUNK_BYTES};
+pub use rule_stream::{
+    chunk_rules, encode_text_request, write_text_request, NotUtf8, RuleChunk, RuleChunker, TextOp,
+    CHUNK_BYTES,
+};
 
-use crate::switch::{PortRequest, Switch};
+use crate::switch::{PortRequest, PreparedText, Switch};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sluice_coverage::counter;
@@ -320,18 +323,54 @@ pub fn decode(line: &[u8]) -> Result<Request, String> {
     serde_json::from_slice(line).map_err(|e| format!("bad request: {e}"))
 }
 
-/// Answers one request line (without its newline): the response object.
-pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
+/// What the reading half of a connection hands the answering half, in request order.
+enum Work {
+    /// A decoded request, to run.
+    Request(Request),
+    /// A rules text parsed already (or why it cannot be), and whether it is all or nothing.
+    Text(Result<PreparedText, String>, bool),
+    /// A refused line: its error, already counted.
+    Refused(String),
+    /// A refused line after which the connection closes: its error, already counted.
+    Close(String),
+}
+
+/// Decodes one request line (without its newline) and, for a rules text, parses its rules
+/// (outside the control lock: [`Switch::prepare_text`]).
+fn read_work(switch: &Switch, line: &[u8]) -> Work {
     let req = match decode(line) {
         Ok(r) => r,
         Err(error) => {
             CTL_BAD_REQUESTS.inc();
             tracing::debug!("control request refused: {error}");
-            return json!({"ok": false, "error": error});
+            return Work::Refused(error);
         }
     };
-    CTL_REQUESTS.inc();
-    match handle(switch, req, stop) {
+    let (op, text, atomic) = match req {
+        Request::FlowAddText { text, atomic } => (TextOp::Add, text, atomic),
+        Request::FlowDelText { text, atomic } => (TextOp::Del, text, atomic),
+        Request::FlowModText { text, atomic } => (TextOp::Mod, text, atomic),
+        other => return Work::Request(other),
+    };
+    let prepared = switch.prepare_text(op, text).map_err(|e| e.to_string());
+    Work::Text(prepared, atomic)
+}
+
+/// Runs `work`: the response object.
+fn respond(switch: &Switch, work: Work, stop: &AtomicBool) -> Value {
+    let result = match work {
+        Work::Refused(error) | Work::Close(error) => return json!({"ok": false, "error": error}),
+        Work::Request(req) => {
+            CTL_REQUESTS.inc();
+            handle(switch, req, stop)
+        }
+        Work::Text(prepared, atomic) => {
+            CTL_REQUESTS.inc();
+            prepared
+                .and_then(|p| to_value(switch.apply_text(p, atomic).map_err(|e| e.to_string())?))
+        }
+    };
+    match result {
         Ok(result) => json!({"ok": true, "result": result}),
         Err(error) => {
             CTL_ERRORS.inc();
@@ -341,11 +380,71 @@ pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
     }
 }
 
+/// Answers one request line (without its newline): the response object.
+pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
+    respond(switch, read_work(switch, line), stop)
+}
+
 /// Serves one connection until it closes, `stop` is set, it sends an over-long line, or a
 /// reply cannot be written (the socket's write timeout, set by the server, bounds that wait).
+///
+/// Two threads share the connection: one reads and decodes the next request (and parses a
+/// rules text's lines) while this one runs the one before and writes its reply, so a streamed
+/// rules file is parsed on one core while the previous chunk is inserted on the other.
+/// Requests still run, and are answered, one at a time in the order they came. Without a
+/// second thread (none can be started) one thread reads and answers in turn.
 pub fn serve_connection(switch: &Switch, stream: &UnixStream, stop: &AtomicBool) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let writer = stream;
+    // One request read ahead: at most one parsed batch waits while another is applied.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Work>(1);
+    std::thread::scope(|s| {
+        let reader = std::thread::Builder::new()
+            .name("sluice-ctl-read".into())
+            .spawn_scoped(s, move || {
+                read_requests(switch, stream, stop, |w| Ok(tx.send(w).is_ok()))
+            });
+        let Ok(reader) = reader else {
+            return read_requests(switch, stream, stop, |w| answer(switch, stream, stop, w));
+        };
+        let mut answered = Ok(());
+        for w in rx.iter() {
+            match answer(switch, stream, stop, w) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    answered = Err(e);
+                    break;
+                }
+            }
+        }
+        // Wake the reader if it waits for a line, and let its next hand-over fail.
+        let _ = stream.shutdown(std::net::Shutdown::Read);
+        drop(rx);
+        let read = reader
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the control reader panicked")));
+        answered.and(read)
+    })
+}
+
+/// Runs `work` and writes its reply; `Ok(false)`: the connection is done.
+fn answer(switch: &Switch, writer: &UnixStream, stop: &AtomicBool, work: Work) -> io::Result<bool> {
+    if stop.load(Ordering::SeqCst) {
+        return Ok(false);
+    }
+    let close = matches!(work, Work::Close(_));
+    reply(writer, &respond(switch, work, stop))?;
+    Ok(!close)
+}
+
+/// Reads request lines until the stream ends, `stop` is set, a line is too long or `sink`
+/// says no more; hands each request to `sink` (`Ok(false)`: stop reading).
+fn read_requests(
+    switch: &Switch,
+    stream: &UnixStream,
+    stop: &AtomicBool,
+    mut sink: impl FnMut(Work) -> io::Result<bool>,
+) -> io::Result<()> {
     // Big reads: a rule batch is a request line of megabytes.
     let mut reader = BufReader::with_capacity(1 << 20, stream);
     let mut line = Vec::new();
@@ -378,16 +477,17 @@ pub fn serve_connection(switch: &Switch, stream: &UnixStream, stop: &AtomicBool)
             if line.len() > MAX_LINE {
                 CTL_BAD_REQUESTS.inc();
                 CTL_LINE_TOO_LONG.inc();
-                let resp = json!({"ok": false, "error": format!("request line longer than {MAX_LINE} bytes (MAX_LINE); closing the connection")});
-                reply(writer, &resp)?;
+                let error = format!(
+                    "request line longer than {MAX_LINE} bytes (MAX_LINE); closing the connection"
+                );
+                sink(Work::Close(error))?;
                 return Ok(());
             }
             continue; // a timeout mid-line: keep reading
         }
         let body = trim_line(&line);
-        if !body.is_empty() {
-            let resp = answer_line(switch, body, stop);
-            reply(writer, &resp)?;
+        if !body.is_empty() && !sink(read_work(switch, body))? {
+            return Ok(());
         }
         line.clear();
     }

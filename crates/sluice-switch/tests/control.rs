@@ -319,3 +319,46 @@ fn port_numbers_out_of_range_and_too_big_batches_are_refused() {
     let e = sw.del_flows(&many, false).expect_err("refused");
     assert!(e.to_string().contains("at most 100000"), "{e}");
 }
+
+/// The server reads (and parses) a connection's next request while it runs the one before:
+/// requests sent back to back without waiting still run in order, and a rules text parsed
+/// before a port existed is parsed again once it does.
+#[test]
+fn back_to_back_requests_run_in_order_with_read_ahead() {
+    let _g = one_at_a_time();
+    let d = Daemon::start("pipe");
+    let (mut r, mut w) = d.raw();
+    let tap = format!("slcpipe{}", std::process::id() % 10000);
+    let rule = format!("prio 7 in_port {tap} action drop");
+    let mut burst = String::new();
+    for req in [
+        json!({"cmd": "flow_add_text", "text": rule, "atomic": false}),
+        json!({"cmd": "port_add", "name": tap, "kind": "tap"}),
+        json!({"cmd": "flow_add_text", "text": rule, "atomic": false}),
+        json!({"cmd": "flow_dump"}),
+        json!({"cmd": "port_del", "name": tap, "force": true}),
+    ] {
+        burst.push_str(&req.to_string());
+        burst.push('\n');
+    }
+    w.write_all(burst.as_bytes())
+        .expect("send all five at once");
+    let first = answer(&mut r);
+    let errors = &first["result"]["errors"];
+    assert_eq!(errors.as_array().map(Vec::len), Some(1), "{first}");
+    assert!(
+        errors[0]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unknown port"),
+        "{first}"
+    );
+    let added = answer(&mut r);
+    assert_eq!(added["ok"], json!(true), "{added}");
+    let second = answer(&mut r);
+    assert_eq!(second["result"]["done"], json!(1), "{second}");
+    let dump = answer(&mut r);
+    assert_eq!(dump["result"].as_array().map(Vec::len), Some(1), "{dump}");
+    let del = answer(&mut r);
+    assert_eq!(del["ok"], json!(true), "{del}");
+}

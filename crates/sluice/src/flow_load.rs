@@ -6,44 +6,23 @@
 //! a parse error: the line with the offending token marked).
 
 use anyhow::{bail, Context, Result};
-use sluice_switch::control::{Client, TextOp};
-use std::io::IsTerminal;
+use sluice_switch::control::{Client, NotUtf8, TextOp};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, IsTerminal, Read};
 use std::path::Path;
 use std::time::Instant;
 
-/// The rules to send: the arguments (one line each), then the file's text.
+/// Where the lines of a streamed rules text come from: the arguments (one line each, first),
+/// then the file.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct RuleText {
-    /// The text sent.
-    pub text: String,
+pub struct RuleOrigin {
     /// Lines that came from the arguments (they come first).
     pub args: usize,
     /// The file, for messages.
     pub file: Option<String>,
 }
 
-impl RuleText {
-    /// Joins `args` and the text of `file` (already read).
-    pub fn new(args: &[String], file: Option<(&Path, String)>) -> Result<RuleText> {
-        let mut text = String::new();
-        for (i, a) in args.iter().enumerate() {
-            if a.contains('\n') {
-                bail!("rule {}: a rule argument must be one line", i + 1);
-            }
-            text.push_str(a);
-            text.push('\n');
-        }
-        let name = file.as_ref().map(|(p, _)| p.display().to_string());
-        if let Some((_, body)) = file {
-            text.push_str(&body);
-        }
-        Ok(RuleText {
-            text,
-            args: args.len(),
-            file: name,
-        })
-    }
-
+impl RuleOrigin {
     /// Where the 0-based line `index` of the text came from: `rule N` or `FILE:LINE`.
     pub fn origin(&self, index: usize) -> String {
         if index < self.args {
@@ -58,6 +37,19 @@ impl RuleText {
     }
 }
 
+/// The text of the rule arguments, one line each.
+pub fn args_text(args: &[String]) -> Result<String> {
+    let mut text = String::new();
+    for (i, a) in args.iter().enumerate() {
+        if a.contains('\n') {
+            bail!("rule {}: a rule argument must be one line", i + 1);
+        }
+        text.push_str(a);
+        text.push('\n');
+    }
+    Ok(text)
+}
+
 /// `sluice flow add|del|mod` against the daemon.
 pub fn flow_batch_daemon(
     mut client: Client,
@@ -66,32 +58,57 @@ pub fn flow_batch_daemon(
     atomic: bool,
     op: TextOp,
 ) -> Result<()> {
-    let file = match batch {
-        Some(p) => Some((
-            p,
-            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?,
-        )),
-        None => None,
+    let head = args_text(rules)?;
+    let origin = RuleOrigin {
+        args: rules.len(),
+        file: batch.map(|p| p.display().to_string()),
     };
-    let text = RuleText::new(rules, file)?;
+    // The file is read as it is sent: the daemon starts on the first chunk at once.
+    let file: Box<dyn BufRead + Send> = match batch {
+        Some(p) => Box::new(BufReader::with_capacity(
+            1 << 20,
+            File::open(p).with_context(|| format!("cannot read {}", p.display()))?,
+        )),
+        None => Box::new(io::empty()),
+    };
+    let src = io::Cursor::new(head).chain(file);
     let tty = std::io::stderr().is_terminal();
     let start = Instant::now();
     let (mut total, mut ok, mut failed) = (0usize, 0usize, 0usize);
-    client.stream_rules(&text.text, op, atomic, |chunk, rep| {
+    let streamed = client.stream_rules_from(src, op, atomic, |chunk, rep| {
         total += rep.rules;
         ok += rep.done;
         failed += rep.errors.len();
         for e in &rep.errors {
             eprintln!(
                 "{}: {}",
-                text.origin(chunk.first_line + e.line - 1),
+                origin.origin(chunk.first_line + e.line - 1),
                 e.error
             );
         }
         if tty {
             eprint!("\r{total} rules sent");
         }
-    })?;
+    });
+    if let Err(e) = streamed {
+        if let Some(bad) = e.get_ref().and_then(|x| x.downcast_ref::<NotUtf8>()) {
+            bail!(
+                "{}: not valid UTF-8 ({ok} rules before it {})",
+                origin.origin(bad.line),
+                op.done()
+            );
+        }
+        if e.kind() == io::ErrorKind::InvalidInput {
+            bail!("{e}");
+        }
+        return Err(e).context(match &origin.file {
+            Some(f) => format!(
+                "sending the rules of {f} to the daemon ({ok} {})",
+                op.done()
+            ),
+            None => "sending the rules to the daemon".to_string(),
+        });
+    }
     if tty {
         eprintln!();
     }
@@ -116,25 +133,23 @@ mod tests {
 
     #[test]
     fn arguments_come_first_and_lines_map_back() {
-        let t = RuleText::new(
-            &["prio 1 action drop".into(), "prio 2 action drop".into()],
-            Some((Path::new("r.txt"), "# c\nprio 3 action drop\n".into())),
-        )
-        .unwrap();
-        assert_eq!(
-            t.text,
-            "prio 1 action drop\nprio 2 action drop\n# c\nprio 3 action drop\n"
-        );
-        assert_eq!(t.origin(0), "rule 1");
-        assert_eq!(t.origin(1), "rule 2");
-        assert_eq!(t.origin(2), "r.txt:1");
-        assert_eq!(t.origin(3), "r.txt:2");
-        assert!(RuleText::new(&["a\nb".into()], None).is_err());
-        let chunks = sluice_switch::control::chunk_rules(&t.text, 1, usize::MAX);
+        let head = args_text(&["prio 1 action drop".into(), "prio 2 action drop".into()]).unwrap();
+        assert_eq!(head, "prio 1 action drop\nprio 2 action drop\n");
+        let o = RuleOrigin {
+            args: 2,
+            file: Some("r.txt".into()),
+        };
+        assert_eq!(o.origin(0), "rule 1");
+        assert_eq!(o.origin(1), "rule 2");
+        assert_eq!(o.origin(2), "r.txt:1");
+        assert_eq!(o.origin(3), "r.txt:2");
+        assert!(args_text(&["a\nb".into()]).is_err());
+        let text = format!("{head}# c\nprio 3 action drop\n");
+        let chunks = sluice_switch::control::chunk_rules(&text, 1, usize::MAX);
         // One rule per chunk; the comment line rides with the rule before it. The daemon
         // numbers lines from 1 within a chunk.
         let firsts: Vec<usize> = chunks.iter().map(|c| c.first_line).collect();
         assert_eq!(firsts, vec![0, 1, 3]);
-        assert_eq!(t.origin(chunks[2].first_line + 1 - 1), "r.txt:2");
+        assert_eq!(o.origin(chunks[2].first_line + 1 - 1), "r.txt:2");
     }
 }

@@ -343,3 +343,34 @@ fn flow_dump_into_a_closed_pipe_stops_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     let _ = std::fs::remove_file(&file);
 }
+
+/// The file is read as it is sent: the rules before a line that is not UTF-8 go in, and the
+/// line is named (with the arguments before it counted apart); a missing file is named too.
+#[test]
+fn a_line_that_is_not_utf8_is_named_and_the_rules_before_it_stay() {
+    let d = Daemon::start("utf8");
+    let path = std::env::temp_dir().join(format!("sluice-utf8-{}.rules", std::process::id()));
+    let mut bytes = rules_file(20_000, &[]).into_bytes();
+    bytes.extend_from_slice(b"prio 1 dst_ip 10.0.0.1 action drop # caf\xe9\n");
+    bytes.extend_from_slice(rule(20_002).as_bytes());
+    std::fs::write(&path, &bytes).expect("write the file");
+    let p = path.to_str().expect("utf-8 path");
+    let extra = rule(30_000);
+    let out = run(&d.sock, &["flow", "add", &extra, "--batch", p]);
+    let _ = std::fs::remove_file(&path);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{p}:20001: not valid UTF-8")),
+        "stderr: {err}"
+    );
+    // The argument and the file's 19,998 rules (20,000 lines, a comment and a blank one)
+    // went in before it.
+    assert_eq!(d.dump().len(), 1 + 19_998);
+    let missing = run(&d.sock, &["flow", "add", "--batch", "/nonexistent/rules"]);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("cannot read /nonexistent/rules"),
+        "{missing:?}"
+    );
+}

@@ -8,10 +8,14 @@ use super::{Client, MAX_LINE};
 use crate::switch::{is_rule_line, FlowResult, TextBatchReply, MAX_BATCH};
 use serde_json::Value;
 use std::io::{self, BufRead, Write};
+use std::os::fd::AsRawFd;
 
 /// Most bytes of one chunk's request line (a bound: a byte that JSON escapes as `\u00XX` is
 /// counted as six). Half of [`MAX_LINE`].
 pub const CHUNK_BYTES: usize = MAX_LINE / 2;
+
+/// Rule lines of the first request of a stream (the next ones double up to [`MAX_BATCH`]).
+pub const FIRST_CHUNK: usize = 8192;
 
 /// One request's share of a rules text: whole lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,49 +39,124 @@ fn encoded_bound(line: &[u8]) -> usize {
     line.len() + 2 + 5 * special
 }
 
+/// A line of a rules text that is not UTF-8 (the error inside the `io::Error` of
+/// [`RuleChunker::next_chunk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotUtf8 {
+    /// 0-based index of the line in the whole text.
+    pub line: usize,
+}
+
+impl std::fmt::Display for NotUtf8 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {} is not valid UTF-8", self.line + 1)
+    }
+}
+
+impl std::error::Error for NotUtf8 {}
+
+/// Cuts a rules text read from `src` into chunks of whole lines as they are read, so that the
+/// first request goes out before the rest of a big file is read: each chunk has at most
+/// `max_rules` rule lines and `max_bytes` of encoded request (a single line longer than that is
+/// a chunk of its own, which the daemon refuses as too long).
+pub struct RuleChunker<R> {
+    src: R,
+    max_rules: usize,
+    /// The rule limit of the next chunk (it doubles up to `max_rules`).
+    limit: usize,
+    max_bytes: usize,
+    /// A line read that did not fit the chunk before: the next chunk's first.
+    carry: Vec<u8>,
+    /// Bytes and lines handed out so far.
+    pos: usize,
+    line_no: usize,
+}
+
+impl<R: BufRead> RuleChunker<R> {
+    /// A chunker of `src` with these limits.
+    pub fn new(src: R, max_rules: usize, max_bytes: usize) -> Self {
+        RuleChunker {
+            src,
+            max_rules: max_rules.max(1),
+            limit: max_rules.max(1),
+            max_bytes,
+            carry: Vec::new(),
+            pos: 0,
+            line_no: 0,
+        }
+    }
+
+    /// Starts with chunks of at most `first` rules, doubling up to the maximum: the daemon
+    /// parses a chunk while it applies the one before, so a small first chunk lets it start
+    /// applying sooner.
+    pub fn ramp_from(mut self, first: usize) -> Self {
+        self.limit = first.clamp(1, self.max_rules);
+        self
+    }
+
+    /// The next chunk and its text, `None` at the end. A line that is not UTF-8 is an
+    /// `InvalidData` error holding a [`NotUtf8`].
+    pub fn next_chunk(&mut self) -> io::Result<Option<(RuleChunk, String)>> {
+        let mut buf = std::mem::take(&mut self.carry);
+        let (mut lines, mut rules, mut size) = (0usize, 0usize, 0usize);
+        let mut start = 0;
+        loop {
+            if lines > 0 || buf.is_empty() {
+                start = buf.len();
+                if self.src.read_until(b'\n', &mut buf)? == 0 {
+                    break;
+                }
+            }
+            let line = buf.get(start..).unwrap_or(&[]);
+            let Ok(text) = std::str::from_utf8(line) else {
+                if lines > 0 {
+                    // The chunk so far is good: send it; the next call reports this line.
+                    self.carry = buf.split_off(start);
+                    break;
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    NotUtf8 { line: self.line_no },
+                ));
+            };
+            let rule = is_rule_line(text);
+            let cost = encoded_bound(line);
+            if lines > 0 && (size + cost > self.max_bytes || (rule && rules + 1 > self.limit)) {
+                self.carry = buf.split_off(start);
+                break;
+            }
+            lines += 1;
+            rules += usize::from(rule);
+            size += cost;
+        }
+        if lines == 0 {
+            return Ok(None);
+        }
+        let chunk = RuleChunk {
+            start: self.pos,
+            end: self.pos + buf.len(),
+            first_line: self.line_no,
+            rules,
+        };
+        self.pos = chunk.end;
+        self.line_no += lines;
+        self.limit = self.limit.saturating_mul(2).min(self.max_rules);
+        // Every line was checked above.
+        let text =
+            String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        Ok(Some((chunk, text)))
+    }
+}
+
 /// Cuts `text` into chunks of whole lines, each of at most `max_rules` rule lines and
 /// `max_bytes` of encoded request (a single line longer than that is a chunk of its own, which
-/// the daemon refuses as too long).
+/// the daemon refuses as too long): [`RuleChunker`] over a text in memory.
 pub fn chunk_rules(text: &str, max_rules: usize, max_bytes: usize) -> Vec<RuleChunk> {
-    let bytes = text.as_bytes();
+    let mut chunker = RuleChunker::new(text.as_bytes(), max_rules, max_bytes);
     let mut out = Vec::new();
-    let mut cur = RuleChunk {
-        start: 0,
-        end: 0,
-        first_line: 0,
-        rules: 0,
-    };
-    let mut size = 0usize;
-    let mut line_no = 0usize;
-    let mut pos = 0usize;
-    while pos < bytes.len() {
-        let end = bytes
-            .get(pos..)
-            .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
-            .map_or(bytes.len(), |i| pos + i + 1);
-        let line = bytes.get(pos..end).unwrap_or(&[]);
-        let rule = text.get(pos..end).is_some_and(is_rule_line);
-        let cost = encoded_bound(line);
-        if cur.end > cur.start
-            && (size + cost > max_bytes || (rule && cur.rules + 1 > max_rules.max(1)))
-        {
-            out.push(cur);
-            cur = RuleChunk {
-                start: pos,
-                end: pos,
-                first_line: line_no,
-                rules: 0,
-            };
-            size = 0;
-        }
-        cur.end = end;
-        cur.rules += usize::from(rule);
-        size += cost;
-        line_no += 1;
-        pos = end;
-    }
-    if cur.end > cur.start {
-        out.push(cur);
+    // Reading from memory cannot fail, and the text is UTF-8 already.
+    while let Ok(Some((c, _))) = chunker.next_chunk() {
+        out.push(c);
     }
     out
 }
@@ -115,30 +194,58 @@ impl TextOp {
 
 /// The request line (newline included) carrying `text`.
 pub fn encode_text_request(text: &str, op: TextOp, atomic: bool) -> io::Result<Vec<u8>> {
-    let cmd = op.cmd();
     let mut v = Vec::with_capacity(text.len() + text.len() / 32 + 64);
-    write!(v, "{{\"cmd\":\"{cmd}\",\"atomic\":{atomic},\"text\":")?;
-    serde_json::to_writer(&mut v, text).map_err(io::Error::other)?;
-    v.extend_from_slice(b"}\n");
+    write_text_request(&mut v, text, op, atomic)?;
     Ok(v)
+}
+
+/// Writes the request line (newline included) carrying `text` to `w`.
+pub fn write_text_request(
+    mut w: impl Write,
+    text: &str,
+    op: TextOp,
+    atomic: bool,
+) -> io::Result<()> {
+    let cmd = op.cmd();
+    write!(w, "{{\"cmd\":\"{cmd}\",\"atomic\":{atomic},\"text\":")?;
+    serde_json::to_writer(&mut w, text).map_err(io::Error::other)?;
+    w.write_all(b"}\n")
 }
 
 impl Client {
     /// Sends the rules of `text` (one per line; blank lines and `#` comments skipped) in
     /// pipelined `flow_add_text` (or, by `op`, `flow_del_text` / `flow_mod_text`) requests and
-    /// calls `on_reply` with
-    /// each chunk and its reply, in order. `atomic` needs the whole text in one request (an
-    /// `InvalidInput` error otherwise). A daemon error ends the stream and closes the
-    /// connection.
+    /// calls `on_reply` with each chunk and its reply, in order. `atomic` needs the whole text
+    /// in one request (an `InvalidInput` error otherwise). A daemon error ends the stream and
+    /// closes the connection.
     pub fn stream_rules(
         &mut self,
         text: &str,
         op: TextOp,
         atomic: bool,
+        on_reply: impl FnMut(&RuleChunk, TextBatchReply),
+    ) -> io::Result<()> {
+        self.stream_rules_from(text.as_bytes(), op, atomic, on_reply)
+    }
+
+    /// [`Client::stream_rules`] of a text read from `src` as it is sent: one thread reads,
+    /// cuts and writes the requests while this one reads the replies, so the daemon starts on
+    /// the first chunk while the rest of a big file is still being read. A read error or a
+    /// line that is not UTF-8 ([`NotUtf8`]) ends the stream (the chunks before it were sent).
+    pub fn stream_rules_from<R: BufRead + Send>(
+        &mut self,
+        src: R,
+        op: TextOp,
+        atomic: bool,
         mut on_reply: impl FnMut(&RuleChunk, TextBatchReply),
     ) -> io::Result<()> {
-        let chunks = chunk_rules(text, MAX_BATCH, CHUNK_BYTES);
-        if atomic && chunks.len() > 1 {
+        let mut chunker = RuleChunker::new(src, MAX_BATCH, CHUNK_BYTES);
+        if !atomic {
+            // (An all-or-nothing batch is one request, as big as it may be.)
+            chunker = chunker.ramp_from(FIRST_CHUNK);
+        }
+        let mut first = chunker.next_chunk()?;
+        if atomic && first.is_some() && chunker.next_chunk()?.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -146,21 +253,37 @@ impl Client {
                 ),
             ));
         }
-        let mut writer = self.writer.try_clone()?;
+        let writer = self.writer.try_clone()?;
+        // Room for a whole request in flight (best effort): the next chunk is in the socket
+        // by the time the daemon has parsed this one, instead of crossing in 200 KiB steps.
+        let _ = sluice_ports::sockopt::set_socket_buffer(
+            writer.as_raw_fd(),
+            sluice_ports::sockopt::SocketBuffer::Send,
+            CHUNK_BYTES + (1 << 20),
+        );
+        let (sent_tx, sent_rx) = std::sync::mpsc::channel::<RuleChunk>();
         std::thread::scope(|s| {
-            let chunks = &chunks;
             let sender = s.spawn(move || -> io::Result<()> {
-                for c in chunks {
-                    let part = text.get(c.start..c.end).unwrap_or("");
-                    writer.write_all(&encode_text_request(part, op, atomic)?)?;
+                let mut out = io::BufWriter::with_capacity(1 << 20, &writer);
+                loop {
+                    let next = match first.take() {
+                        Some(c) => Some(c),
+                        None => chunker.next_chunk()?,
+                    };
+                    let Some((c, part)) = next else { break };
+                    write_text_request(&mut out, &part, op, atomic)?;
+                    out.flush()?;
+                    if sent_tx.send(c).is_err() {
+                        break; // the reading side gave up
+                    }
                 }
-                writer.flush()
+                out.flush()
             });
             let mut result = Ok(());
-            for c in chunks {
+            for c in sent_rx.iter() {
                 match self.read_reply() {
                     Ok(v) => match serde_json::from_value::<TextBatchReply>(v) {
-                        Ok(rep) => on_reply(c, rep),
+                        Ok(rep) => on_reply(&c, rep),
                         Err(e) => {
                             result = Err(io::Error::other(format!(
                                 "bad response from the daemon: {e}"
@@ -178,6 +301,7 @@ impl Client {
                 // Unblock the sender (the daemon may have stopped reading).
                 let _ = self.writer.shutdown(std::net::Shutdown::Both);
             }
+            drop(sent_rx);
             let sent = sender
                 .join()
                 .unwrap_or_else(|_| Err(io::Error::other("the sending thread panicked")));
@@ -394,5 +518,46 @@ mod tests {
             (r[2].index, r[2].handle, r[2].error.as_deref()),
             (13, Some(8), None)
         );
+    }
+
+    #[test]
+    fn the_chunker_ramps_up_and_reads_in_small_steps() {
+        let mut text = String::new();
+        for i in 0..100 {
+            text.push_str(&format!("prio {i} action drop\n"));
+            if i % 10 == 0 {
+                text.push_str("# note\n");
+            }
+        }
+        // A reader that hands out 7 bytes at a time: lines cross its reads.
+        let src = io::BufReader::with_capacity(7, text.as_bytes());
+        let mut c = RuleChunker::new(src, 40, usize::MAX).ramp_from(5);
+        let mut sizes = Vec::new();
+        let mut joined = String::new();
+        let mut line = 0;
+        while let Some((chunk, part)) = c.next_chunk().unwrap() {
+            assert_eq!(chunk.first_line, line);
+            assert_eq!(&text[chunk.start..chunk.end], part);
+            line += crate::switch::text_lines(&part).count();
+            sizes.push(chunk.rules);
+            joined.push_str(&part);
+        }
+        assert_eq!(joined, text);
+        assert_eq!(sizes, vec![5, 10, 20, 40, 25]);
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_named() {
+        let bytes = b"prio 1 action drop\nprio 2 action drop\nprio \xff action drop\n";
+        let mut c = RuleChunker::new(&bytes[..], 1, usize::MAX);
+        assert_eq!(c.next_chunk().unwrap().map(|(c, _)| c.rules), Some(1));
+        assert_eq!(c.next_chunk().unwrap().map(|(c, _)| c.rules), Some(1));
+        let e = c.next_chunk().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let bad = e
+            .get_ref()
+            .and_then(|x| x.downcast_ref::<NotUtf8>())
+            .copied();
+        assert_eq!(bad, Some(NotUtf8 { line: 2 }));
     }
 }

@@ -9,6 +9,7 @@ use super::{
     batch_mode, check_batch, Control, Switch, SwitchError, MAX_ACTIONS, SW_QUOTA_MASKS,
     SW_TOO_MANY_ACTIONS,
 };
+use crate::control::TextOp;
 use serde::{Deserialize, Serialize};
 use sluice_flow::{parse_rule, ActionList, Handle, Mask, PortNames, Rule, RuleError, RuleRef};
 use std::collections::HashSet;
@@ -213,143 +214,145 @@ fn distinct_masks(rules: &[Parsed<Rule>]) -> Vec<Mask> {
     order
 }
 
+/// A rule line of a [`PreparedText`]: its 0-based line index and byte range in the text.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    line: usize,
+    start: usize,
+    end: usize,
+}
+
+/// What a [`PreparedText`]'s lines parsed to.
+enum ParsedLines {
+    /// Rules to insert, or (for a modification) rules whose actions replace the existing ones.
+    Rules(Vec<Parsed<Rule>>),
+    /// Rules (or handles) to delete.
+    Dels(Vec<Parsed<DelSpec>>),
+}
+
+/// A rules text parsed outside the control lock, to be applied with [`Switch::apply_text`].
+/// The control server prepares the next request of a connection while the previous one is
+/// applied, so a streamed rules file keeps both cores busy: one parses, the other inserts.
+pub struct PreparedText {
+    op: TextOp,
+    text: String,
+    spans: Vec<Span>,
+    n_lines: usize,
+    /// The port names the lines were parsed with; applying parses again if they changed.
+    names: PortNames,
+    parsed: ParsedLines,
+}
+
+impl PreparedText {
+    /// What the text does.
+    pub fn op(&self) -> TextOp {
+        self.op
+    }
+
+    /// Rule lines (blank and `#` comment lines excluded).
+    pub fn rules(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// The rule lines: (0-based line index, text).
+    fn lines(&self) -> Vec<(usize, &str)> {
+        self.spans
+            .iter()
+            .map(|s| (s.line, self.text.get(s.start..s.end).unwrap_or("")))
+            .collect()
+    }
+
+    /// The text of the `k`-th rule line.
+    fn rule_text(&self, k: usize) -> &str {
+        self.spans
+            .get(k)
+            .and_then(|s| self.text.get(s.start..s.end))
+            .unwrap_or("")
+    }
+
+    /// Parses the lines with `names`.
+    fn parse(&mut self, names: PortNames) {
+        let lines = self.lines();
+        let parsed = match self.op {
+            TextOp::Add | TextOp::Mod => {
+                ParsedLines::Rules(parse_all(&lines, |l| parse_add(l, &names)))
+            }
+            TextOp::Del => ParsedLines::Dels(parse_all(&lines, |l| parse_del(l, &names))),
+        };
+        self.parsed = parsed;
+        self.names = names;
+    }
+}
+
 impl Switch {
     /// The port names, read under the lock.
     fn port_names(&self) -> PortNames {
         self.control().names.clone()
     }
 
+    /// Parses the rules text of an `op` request without the control lock (on several threads
+    /// for a big batch), for [`Switch::apply_text`]. At most [`super::MAX_BATCH`] rule lines.
+    pub fn prepare_text(&self, op: TextOp, text: String) -> Result<PreparedText, SwitchError> {
+        let base = text.as_ptr() as usize;
+        let (lines, n_lines) = rule_lines(&text);
+        let spans: Vec<Span> = lines
+            .iter()
+            .map(|&(line, l)| {
+                let start = (l.as_ptr() as usize).saturating_sub(base);
+                Span {
+                    line,
+                    start,
+                    end: start + l.len(),
+                }
+            })
+            .collect();
+        check_batch(spans.len())?;
+        let mut p = PreparedText {
+            op,
+            text,
+            spans,
+            n_lines,
+            names: PortNames::new(),
+            parsed: ParsedLines::Rules(Vec::new()),
+        };
+        p.parse(self.port_names());
+        Ok(p)
+    }
+
+    /// Applies a prepared rules text in one publish (`atomic`: all or none), recorded in the
+    /// store (with `--db`) before the answer. Lines parsed with port names that changed since
+    /// are parsed again under the lock.
+    pub fn apply_text(
+        &self,
+        mut p: PreparedText,
+        atomic: bool,
+    ) -> Result<TextBatchReply, SwitchError> {
+        let mut ctl = self.control();
+        if ctl.names != p.names {
+            // A port was added or removed since the lines were parsed: parse again, under
+            // the lock.
+            p.parse(ctl.names.clone());
+        }
+        match core::mem::replace(&mut p.parsed, ParsedLines::Rules(Vec::new())) {
+            ParsedLines::Rules(parsed) if p.op == TextOp::Add => {
+                apply_add(&mut ctl, &p, parsed, atomic)
+            }
+            ParsedLines::Rules(parsed) => apply_mod(&mut ctl, &p, parsed, atomic),
+            ParsedLines::Dels(parsed) => apply_del(&mut ctl, &p, parsed, atomic),
+        }
+    }
+
     /// Parses (outside the control lock, on several threads for a big batch) and inserts the
     /// rules of `text`, one per line (blank lines and `#` comments skipped), in one publish.
     /// `atomic`: all or none. At most [`super::MAX_BATCH`] rule lines.
     pub fn add_flows_text(&self, text: &str, atomic: bool) -> Result<TextBatchReply, SwitchError> {
-        let (lines, n_lines) = rule_lines(text);
-        check_batch(lines.len())?;
-        let mut names = self.port_names();
-        let mut parsed = parse_all(&lines, |l| parse_add(l, &names));
-        let masks = distinct_masks(&parsed);
-        let mut ctl = self.control();
-        if ctl.names != names {
-            // A port was added or removed while we parsed: parse again, under the lock.
-            names = ctl.names.clone();
-            parsed = parse_all(&lines, |l| parse_add(l, &names));
-        }
-        let refused = refused_masks(&ctl, &masks);
-        let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
-        let mut rules = Vec::with_capacity(parsed.len());
-        let mut slot = Vec::with_capacity(parsed.len());
-        for (k, p) in parsed.iter_mut().enumerate() {
-            let what = core::mem::replace(&mut p.what, Err(String::new()));
-            match what {
-                Ok(r) if !refused.is_empty() && refused.contains(&r.matcher.mask) => {
-                    SW_QUOTA_MASKS.inc();
-                    outcome.push(Err(format!(
-                        "mask quota reached: at most {} distinct masks (max_masks)",
-                        ctl.max_masks
-                    )));
-                }
-                Ok(r) => {
-                    outcome.push(Ok(0));
-                    rules.push(r);
-                    slot.push(k);
-                }
-                Err(e) => outcome.push(Err(e)),
-            }
-        }
-        if atomic && refuse_all(&mut outcome) {
-            drop(ctl);
-            return Ok(reply(n_lines, &parsed, outcome));
-        }
-        let rule_masks: Vec<Mask> = rules.iter().map(|r| r.matcher.mask).collect();
-        let out = ctl.table.insert_batch(rules, batch_mode(atomic));
-        for ((k, r), mask) in slot.into_iter().zip(out).zip(rule_masks) {
-            let o = match r {
-                Ok(h) => Ok(ctl.record_insert(h, &mask)),
-                Err(e) => Err(ctl.rule_error(&e)),
-            };
-            if let Some(s) = outcome.get_mut(k) {
-                *s = o;
-            }
-        }
-        // Durable before acknowledged (with `--db`): the rules that went in, by their text.
-        ctl.persist_added(
-            outcome
-                .iter()
-                .zip(&lines)
-                .filter_map(|(o, &(_, text))| Some((*o.as_ref().ok()?, text))),
-        )?;
-        drop(ctl);
-        Ok(reply(n_lines, &parsed, outcome))
+        self.apply_text(self.prepare_text(TextOp::Add, text.to_owned())?, atomic)
     }
 
     /// Deletes the rules of `text`, one spec per line as in [`Switch::del_flows`] (`handle N`,
     /// `N`, or a rule's match and priority), parsed outside the control lock, in one publish.
     pub fn del_flows_text(&self, text: &str, atomic: bool) -> Result<TextBatchReply, SwitchError> {
-        let (lines, n_lines) = rule_lines(text);
-        check_batch(lines.len())?;
-        let mut names = self.port_names();
-        let mut parsed = parse_all(&lines, |l| parse_del(l, &names));
-        let mut ctl = self.control();
-        if ctl.names != names {
-            names = ctl.names.clone();
-            parsed = parse_all(&lines, |l| parse_del(l, &names));
-        }
-        let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
-        let mut refs = Vec::new();
-        let mut found: Vec<(usize, Handle, Mask)> = Vec::new();
-        for (k, p) in parsed.iter().enumerate() {
-            let target = match &p.what {
-                Err(e) => Err(e.clone()),
-                Ok(DelSpec::Handle(ext)) => ctl
-                    .int_of
-                    .get(ext)
-                    .and_then(|&h| Some((RuleRef::Handle(h), h, ctl.table.rule(h)?.matcher.mask)))
-                    .ok_or_else(|| format!("no rule with handle {ext}")),
-                Ok(DelSpec::Rule(r)) => ctl
-                    .table
-                    .find(&r.matcher, r.priority)
-                    .map(|h| {
-                        let rf = RuleRef::Exact {
-                            matcher: r.matcher,
-                            priority: r.priority,
-                        };
-                        (rf, h, r.matcher.mask)
-                    })
-                    .ok_or_else(|| RuleError::NotFound.to_string()),
-            };
-            match target {
-                Ok((rf, h, mask)) => {
-                    outcome.push(Ok(ctl.ext(h)));
-                    refs.push(rf);
-                    found.push((k, h, mask));
-                }
-                Err(e) => outcome.push(Err(e)),
-            }
-        }
-        if atomic && refuse_all(&mut outcome) {
-            drop(ctl);
-            return Ok(reply(n_lines, &parsed, outcome));
-        }
-        let saved = ctl.save_rules(found.iter().map(|&(_, h, _)| h));
-        let out = ctl.table.delete_batch(refs, batch_mode(atomic));
-        for ((k, h, mask), r) in found.into_iter().zip(out) {
-            match r {
-                Ok(()) => ctl.record_delete(h, &mask),
-                Err(e) => {
-                    let msg = ctl.rule_error(&e);
-                    if let Some(s) = outcome.get_mut(k) {
-                        *s = Err(msg);
-                    }
-                }
-            }
-        }
-        let deleted = outcome
-            .iter()
-            .filter_map(|o| o.as_ref().ok().copied())
-            .collect();
-        ctl.persist_deleted(deleted, saved)?;
-        drop(ctl);
-        Ok(reply(n_lines, &parsed, outcome))
+        self.apply_text(self.prepare_text(TextOp::Del, text.to_owned())?, atomic)
     }
 
     /// Replaces the actions of the rules of `text` in place, one rule per line as in
@@ -359,56 +362,173 @@ impl Switch {
     /// before the answer. A line whose match and priority no rule has fails alone (`atomic`: the
     /// whole batch fails).
     pub fn mod_flows_text(&self, text: &str, atomic: bool) -> Result<TextBatchReply, SwitchError> {
-        let (lines, n_lines) = rule_lines(text);
-        check_batch(lines.len())?;
-        let mut names = self.port_names();
-        let mut parsed = parse_all(&lines, |l| parse_add(l, &names));
-        let mut ctl = self.control();
-        if ctl.names != names {
-            names = ctl.names.clone();
-            parsed = parse_all(&lines, |l| parse_add(l, &names));
-        }
-        let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
-        let mut changes: Vec<(RuleRef, ActionList)> = Vec::with_capacity(parsed.len());
-        let mut found: Vec<(usize, Handle)> = Vec::with_capacity(parsed.len());
-        for (k, p) in parsed.iter_mut().enumerate() {
-            let what = core::mem::replace(&mut p.what, Err(String::new()));
-            match what {
-                Err(e) => outcome.push(Err(e)),
-                Ok(r) => match ctl.table.find(&r.matcher, r.priority) {
-                    Some(h) => {
-                        outcome.push(Ok(ctl.ext(h)));
-                        changes.push((RuleRef::Handle(h), r.actions));
-                        found.push((k, h));
-                    }
-                    None => outcome.push(Err(RuleError::NotFound.to_string())),
-                },
+        self.apply_text(self.prepare_text(TextOp::Mod, text.to_owned())?, atomic)
+    }
+}
+
+/// Inserts the parsed rules of `p` under the lock.
+fn apply_add(
+    ctl: &mut Control,
+    p: &PreparedText,
+    mut parsed: Vec<Parsed<Rule>>,
+    atomic: bool,
+) -> Result<TextBatchReply, SwitchError> {
+    let masks = distinct_masks(&parsed);
+    let refused = refused_masks(ctl, &masks);
+    let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
+    let mut rules = Vec::with_capacity(parsed.len());
+    let mut slot = Vec::with_capacity(parsed.len());
+    for (k, q) in parsed.iter_mut().enumerate() {
+        let what = core::mem::replace(&mut q.what, Err(String::new()));
+        match what {
+            Ok(r) if !refused.is_empty() && refused.contains(&r.matcher.mask) => {
+                SW_QUOTA_MASKS.inc();
+                outcome.push(Err(format!(
+                    "mask quota reached: at most {} distinct masks (max_masks)",
+                    ctl.max_masks
+                )));
             }
+            Ok(r) => {
+                outcome.push(Ok(0));
+                rules.push(r);
+                slot.push(k);
+            }
+            Err(e) => outcome.push(Err(e)),
         }
-        if atomic && refuse_all(&mut outcome) {
-            drop(ctl);
-            return Ok(reply(n_lines, &parsed, outcome));
+    }
+    if atomic && refuse_all(&mut outcome) {
+        return Ok(reply(p.n_lines, &parsed, outcome));
+    }
+    let kept: Vec<(Mask, u32)> = rules.iter().map(|r| (r.matcher.mask, r.priority)).collect();
+    let out = ctl.table.insert_batch(rules, batch_mode(atomic));
+    ctl.reserve_inserts(out.len());
+    let mut added = Vec::with_capacity(out.len());
+    for ((k, r), (mask, priority)) in slot.into_iter().zip(out).zip(kept) {
+        let o = match r {
+            Ok(h) => {
+                let ext = ctl.record_insert(h, &mask);
+                added.push((ext, priority, p.rule_text(k)));
+                Ok(ext)
+            }
+            Err(e) => Err(ctl.rule_error(&e)),
+        };
+        if let Some(s) = outcome.get_mut(k) {
+            *s = o;
         }
-        let saved = ctl.save_actions(found.iter().map(|&(_, h)| h));
-        let out = ctl.table.modify_batch(changes, batch_mode(atomic));
-        for ((k, _), r) in found.into_iter().zip(out) {
-            if let Err(e) = r {
+    }
+    // Durable before acknowledged (with `--db`): the rules that went in, by their text.
+    ctl.persist_added(added.into_iter())?;
+    Ok(reply(p.n_lines, &parsed, outcome))
+}
+
+/// Deletes the parsed specs of `p` under the lock.
+fn apply_del(
+    ctl: &mut Control,
+    p: &PreparedText,
+    parsed: Vec<Parsed<DelSpec>>,
+    atomic: bool,
+) -> Result<TextBatchReply, SwitchError> {
+    let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
+    let mut refs = Vec::new();
+    let mut found: Vec<(usize, Handle, Mask)> = Vec::new();
+    for (k, q) in parsed.iter().enumerate() {
+        let target = match &q.what {
+            Err(e) => Err(e.clone()),
+            Ok(DelSpec::Handle(ext)) => ctl
+                .int_of
+                .get(*ext)
+                .and_then(|h| Some((RuleRef::Handle(h), h, ctl.table.rule(h)?.matcher.mask)))
+                .ok_or_else(|| format!("no rule with handle {ext}")),
+            Ok(DelSpec::Rule(r)) => ctl
+                .table
+                .find(&r.matcher, r.priority)
+                .map(|h| {
+                    let rf = RuleRef::Exact {
+                        matcher: r.matcher,
+                        priority: r.priority,
+                    };
+                    (rf, h, r.matcher.mask)
+                })
+                .ok_or_else(|| RuleError::NotFound.to_string()),
+        };
+        match target {
+            Ok((rf, h, mask)) => {
+                outcome.push(Ok(ctl.ext(h)));
+                refs.push(rf);
+                found.push((k, h, mask));
+            }
+            Err(e) => outcome.push(Err(e)),
+        }
+    }
+    if atomic && refuse_all(&mut outcome) {
+        return Ok(reply(p.n_lines, &parsed, outcome));
+    }
+    let saved = ctl.save_rules(found.iter().map(|&(_, h, _)| h));
+    let out = ctl.table.delete_batch(refs, batch_mode(atomic));
+    for ((k, h, mask), r) in found.into_iter().zip(out) {
+        match r {
+            Ok(()) => ctl.record_delete(h, &mask),
+            Err(e) => {
                 let msg = ctl.rule_error(&e);
                 if let Some(s) = outcome.get_mut(k) {
                     *s = Err(msg);
                 }
             }
         }
-        ctl.persist_modified(
-            outcome
-                .iter()
-                .zip(&lines)
-                .filter_map(|(o, &(_, text))| Some((*o.as_ref().ok()?, text))),
-            saved,
-        )?;
-        drop(ctl);
-        Ok(reply(n_lines, &parsed, outcome))
     }
+    let deleted = outcome
+        .iter()
+        .filter_map(|o| o.as_ref().ok().copied())
+        .collect();
+    ctl.persist_deleted(deleted, saved)?;
+    Ok(reply(p.n_lines, &parsed, outcome))
+}
+
+/// Replaces the actions of the rules of `p` under the lock.
+fn apply_mod(
+    ctl: &mut Control,
+    p: &PreparedText,
+    mut parsed: Vec<Parsed<Rule>>,
+    atomic: bool,
+) -> Result<TextBatchReply, SwitchError> {
+    let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
+    let mut changes: Vec<(RuleRef, ActionList)> = Vec::with_capacity(parsed.len());
+    let mut found: Vec<(usize, Handle)> = Vec::with_capacity(parsed.len());
+    for (k, q) in parsed.iter_mut().enumerate() {
+        let what = core::mem::replace(&mut q.what, Err(String::new()));
+        match what {
+            Err(e) => outcome.push(Err(e)),
+            Ok(r) => match ctl.table.find(&r.matcher, r.priority) {
+                Some(h) => {
+                    outcome.push(Ok(ctl.ext(h)));
+                    changes.push((RuleRef::Handle(h), r.actions));
+                    found.push((k, h));
+                }
+                None => outcome.push(Err(RuleError::NotFound.to_string())),
+            },
+        }
+    }
+    if atomic && refuse_all(&mut outcome) {
+        return Ok(reply(p.n_lines, &parsed, outcome));
+    }
+    let saved = ctl.save_actions(found.iter().map(|&(_, h)| h));
+    let out = ctl.table.modify_batch(changes, batch_mode(atomic));
+    for ((k, _), r) in found.into_iter().zip(out) {
+        if let Err(e) = r {
+            let msg = ctl.rule_error(&e);
+            if let Some(s) = outcome.get_mut(k) {
+                *s = Err(msg);
+            }
+        }
+    }
+    ctl.persist_modified(
+        outcome
+            .iter()
+            .enumerate()
+            .filter_map(|(k, o)| Some((*o.as_ref().ok()?, p.rule_text(k)))),
+        saved,
+    )?;
+    Ok(reply(p.n_lines, &parsed, outcome))
 }
 
 /// The new masks of a batch (in first-use order) that the mask quota refuses.

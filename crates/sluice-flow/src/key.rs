@@ -149,9 +149,9 @@ pub(crate) fn fit(value: &[u8], len: usize) -> [u8; 16] {
     let mut out = [0u8; 16];
     let len = len.min(16);
     let skip = len.saturating_sub(value.len());
-    let n = len - skip;
-    if let (Some(d), Some(v)) = (out.get_mut(skip..len), value.get(..n)) {
-        d.copy_from_slice(v);
+    // Byte by byte: no `memcpy` call for a copy of a few bytes.
+    for (d, v) in out.iter_mut().take(len).skip(skip).zip(value) {
+        *d = *v;
     }
     out
 }

@@ -191,10 +191,25 @@ impl Control {
 
     /// Records a rule the table accepted: gives it the next switch handle.
     fn record_insert(&mut self, h: Handle, mask: &Mask) -> u64 {
+        let ext = self.record_insert_uncounted(h);
+        self.count_mask(mask, 1);
+        ext
+    }
+
+    /// [`Control::record_insert`] without counting the rule's mask: a batch counts its rules
+    /// per mask once ([`Control::count_mask`]) instead of hashing every rule's mask.
+    fn record_insert_uncounted(&mut self, h: Handle) -> u64 {
         self.next_rule_handle += 1;
         let ext = self.next_rule_handle;
-        self.record_insert_as(h, mask, ext);
+        self.map_handle(h, ext);
         ext
+    }
+
+    /// Counts `n` more rules under `mask`.
+    fn count_mask(&mut self, mask: &Mask, n: usize) {
+        if n > 0 {
+            *self.masks.entry(*mask).or_insert(0) += n;
+        }
     }
 
     /// Makes room for `n` more rules in the handle maps at once (a million-rule load would
@@ -210,6 +225,12 @@ impl Control {
     /// Records a rule the table accepted under switch handle `ext` (a restored or rolled-back
     /// rule keeps its handle).
     fn record_insert_as(&mut self, h: Handle, mask: &Mask, ext: u64) {
+        self.map_handle(h, ext);
+        self.count_mask(mask, 1);
+    }
+
+    /// Maps the table's handle `h` and the switch's `ext` to each other.
+    fn map_handle(&mut self, h: Handle, ext: u64) {
         let i = h.0 as usize;
         if self.ext_of.len() <= i {
             self.ext_of.resize(i + 1, 0);
@@ -218,7 +239,6 @@ impl Control {
             *slot = ext;
         }
         self.int_of.insert(ext, h);
-        *self.masks.entry(*mask).or_insert(0) += 1;
     }
 
     /// Records a rule the table deleted.

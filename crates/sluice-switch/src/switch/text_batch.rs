@@ -82,17 +82,67 @@ fn push_run(runs: &mut Vec<(u64, u64)>, h: u64) {
     runs.push((h, 1));
 }
 
-/// A rule line, parsed outside the lock.
+/// A request's rule lines as parsed outside the lock, in line order: the values of the lines
+/// that parsed, and apart the messages of those that did not (values are not moved again on
+/// their way to the table: a million-rule load moves a quarter of a gigabyte per copy).
 struct Parsed<T> {
-    /// 0-based line index.
-    line: usize,
-    what: Result<T, String>,
+    /// Values of the lines that parsed.
+    ok: Vec<T>,
+    /// Each value's rule line (index into the request's rule lines).
+    at: Vec<usize>,
+    /// (rule line, message) of the lines that did not parse.
+    errors: Vec<(usize, String)>,
+}
+
+impl<T> Parsed<T> {
+    fn with_capacity(n: usize) -> Self {
+        Parsed {
+            ok: Vec::with_capacity(n),
+            at: Vec::with_capacity(n),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Parses `lines` (rule lines `base..`) with `f`.
+    fn parse(base: usize, lines: &[&str], f: &impl Fn(&str) -> Result<T, String>) -> Self {
+        let mut out = Parsed::with_capacity(lines.len());
+        for (i, l) in lines.iter().enumerate() {
+            match f(l) {
+                Ok(v) => {
+                    out.ok.push(v);
+                    out.at.push(base + i);
+                }
+                Err(e) => out.errors.push((base + i, e)),
+            }
+        }
+        out
+    }
+
+    /// Appends the lines of `later` (which come after these).
+    fn append(&mut self, later: Parsed<T>) {
+        self.ok.extend(later.ok);
+        self.at.extend(later.at);
+        self.errors.extend(later.errors);
+    }
+
+    /// The outcome of every rule line (`n` in all): `Ok(0)` for those that parsed, the message
+    /// for those that did not.
+    fn outcome(&mut self, n: usize) -> Vec<Result<u64, String>> {
+        let mut outcome: Vec<Result<u64, String>> = vec![Ok(0); n];
+        for (k, e) in self.errors.drain(..) {
+            if let Some(o) = outcome.get_mut(k) {
+                *o = Err(e);
+            }
+        }
+        outcome
+    }
 }
 
 /// Splits `text` into its rule lines: (0-based line index, line), and the number of lines.
 fn rule_lines(text: &str) -> (Vec<(usize, &str)>, usize) {
     let mut n = 0;
-    let mut out = Vec::new();
+    // Sized once: a request has up to a hundred thousand lines.
+    let mut out = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() + 1);
     for (i, l) in text_lines(text).enumerate() {
         n = i + 1;
         if is_rule_line(l) {
@@ -104,41 +154,35 @@ fn rule_lines(text: &str) -> (Vec<(usize, &str)>, usize) {
 
 /// Runs `f` on every line, on up to [`MAX_PARSE_THREADS`] threads for a big batch; results in
 /// line order.
-fn parse_all<T: Send>(
-    lines: &[(usize, &str)],
-    f: impl Fn(&str) -> Result<T, String> + Sync,
-) -> Vec<Parsed<T>> {
-    let one = |part: &[(usize, &str)]| -> Vec<Parsed<T>> {
-        part.iter()
-            .map(|&(line, l)| Parsed { line, what: f(l) })
-            .collect()
-    };
+fn parse_all<T: Send>(lines: &[&str], f: impl Fn(&str) -> Result<T, String> + Sync) -> Parsed<T> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_PARSE_THREADS);
     if threads == 1 || lines.len() < PARALLEL_PARSE_MIN {
-        return one(lines);
+        return Parsed::parse(0, lines, &f);
     }
     let per = lines.len().div_ceil(threads);
     std::thread::scope(|s| {
-        let one = &one;
+        let f = &f;
         // The calling thread takes the first part; the others run on scoped threads (a thread
         // that cannot be started leaves its part to the calling thread).
-        let mut parts = lines.chunks(per);
-        let first = parts.next().unwrap_or(&[]);
+        let mut parts = lines.chunks(per).enumerate();
+        let first = parts.next().map_or(&[][..], |(_, p)| p);
         let rest: Vec<_> = parts
-            .map(|p| {
-                (
-                    p,
-                    std::thread::Builder::new().spawn_scoped(s, move || one(p)),
-                )
+            .map(|(i, p)| {
+                let base = i * per;
+                let h =
+                    std::thread::Builder::new().spawn_scoped(s, move || Parsed::parse(base, p, f));
+                (base, p, h)
             })
             .collect();
-        let mut out = one(first);
-        for (p, h) in rest {
+        let mut out = Parsed::parse(0, first, f);
+        out.ok.reserve(lines.len().saturating_sub(first.len()));
+        out.at.reserve(lines.len().saturating_sub(first.len()));
+        for (base, p, h) in rest {
             match h.ok().and_then(|h| h.join().ok()) {
-                Some(v) => out.extend(v),
-                None => out.extend(one(p)),
+                Some(v) => out.append(v),
+                None => out.append(Parsed::parse(base, p, f)),
             }
         }
         out
@@ -184,34 +228,22 @@ fn parse_del(line: &str, names: &PortNames) -> Result<DelSpec, String> {
     }
 }
 
-/// The distinct masks of `rules`, in order of first use.
-fn distinct_masks(rules: &[Parsed<Rule>]) -> Vec<Mask> {
+/// The distinct masks of `rules` in order of first use, and each rule's index in that list
+/// (one hash per rule; the control side counts rules per mask by index).
+fn mask_index(rules: &[Rule]) -> (Vec<Mask>, Vec<u32>) {
     let mut order: Vec<Mask> = Vec::new();
-    // Few masks (the usual case): a linear scan beats hashing each rule's mask; past 32 a set.
-    let mut seen: HashSet<Mask> = HashSet::new();
-    let mut last: Option<Mask> = None;
-    for r in rules {
-        let Ok(rule) = &r.what else { continue };
-        let m = rule.matcher.mask;
-        if last == Some(m) {
-            continue;
-        }
-        last = Some(m);
-        let known = if seen.is_empty() {
-            order.contains(&m)
-        } else {
-            seen.contains(&m)
-        };
-        if !known {
-            order.push(m);
-            if !seen.is_empty() {
-                seen.insert(m);
-            } else if order.len() > 32 {
-                seen.extend(order.iter().copied());
-            }
-        }
-    }
-    order
+    let mut seen: hashbrown::HashMap<Mask, u32> = hashbrown::HashMap::new();
+    let ix = rules
+        .iter()
+        .map(|r| {
+            let m = r.matcher.mask;
+            *seen.entry(m).or_insert_with(|| {
+                order.push(m);
+                (order.len() - 1) as u32
+            })
+        })
+        .collect();
+    (order, ix)
 }
 
 /// A rule line of a [`PreparedText`]: its 0-based line index and byte range in the text.
@@ -225,9 +257,9 @@ struct Span {
 /// What a [`PreparedText`]'s lines parsed to.
 enum ParsedLines {
     /// Rules to insert, or (for a modification) rules whose actions replace the existing ones.
-    Rules(Vec<Parsed<Rule>>),
+    Rules(Parsed<Rule>),
     /// Rules (or handles) to delete.
-    Dels(Vec<Parsed<DelSpec>>),
+    Dels(Parsed<DelSpec>),
 }
 
 /// A rules text parsed outside the control lock, to be applied with [`Switch::apply_text`].
@@ -254,11 +286,11 @@ impl PreparedText {
         self.spans.len()
     }
 
-    /// The rule lines: (0-based line index, text).
-    fn lines(&self) -> Vec<(usize, &str)> {
+    /// The rule lines' texts.
+    fn lines(&self) -> Vec<&str> {
         self.spans
             .iter()
-            .map(|s| (s.line, self.text.get(s.start..s.end).unwrap_or("")))
+            .map(|s| self.text.get(s.start..s.end).unwrap_or(""))
             .collect()
     }
 
@@ -313,7 +345,7 @@ impl Switch {
             spans,
             n_lines,
             names: PortNames::new(),
-            parsed: ParsedLines::Rules(Vec::new()),
+            parsed: ParsedLines::Rules(Parsed::with_capacity(0)),
         };
         p.parse(self.port_names());
         Ok(p)
@@ -333,7 +365,7 @@ impl Switch {
             // the lock.
             p.parse(ctl.names.clone());
         }
-        match core::mem::replace(&mut p.parsed, ParsedLines::Rules(Vec::new())) {
+        match core::mem::replace(&mut p.parsed, ParsedLines::Rules(Parsed::with_capacity(0))) {
             ParsedLines::Rules(parsed) if p.op == TextOp::Add => {
                 apply_add(&mut ctl, &p, parsed, atomic)
             }
@@ -370,43 +402,47 @@ impl Switch {
 fn apply_add(
     ctl: &mut Control,
     p: &PreparedText,
-    mut parsed: Vec<Parsed<Rule>>,
+    mut parsed: Parsed<Rule>,
     atomic: bool,
 ) -> Result<TextBatchReply, SwitchError> {
-    let masks = distinct_masks(&parsed);
+    let mut outcome = parsed.outcome(p.spans.len());
+    let (masks, mut mask_of) = mask_index(&parsed.ok);
     let refused = refused_masks(ctl, &masks);
-    let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
-    let mut rules = Vec::with_capacity(parsed.len());
-    let mut slot = Vec::with_capacity(parsed.len());
-    for (k, q) in parsed.iter_mut().enumerate() {
-        let what = core::mem::replace(&mut q.what, Err(String::new()));
-        match what {
-            Ok(r) if !refused.is_empty() && refused.contains(&r.matcher.mask) => {
+    let (mut rules, mut at) = (parsed.ok, parsed.at);
+    if !refused.is_empty() {
+        let mut kept = (Vec::new(), Vec::new(), Vec::new());
+        for ((r, k), ix) in rules.into_iter().zip(at).zip(mask_of) {
+            if refused.contains(&r.matcher.mask) {
                 SW_QUOTA_MASKS.inc();
-                outcome.push(Err(format!(
-                    "mask quota reached: at most {} distinct masks (max_masks)",
-                    ctl.max_masks
-                )));
+                if let Some(o) = outcome.get_mut(k) {
+                    *o = Err(format!(
+                        "mask quota reached: at most {} distinct masks (max_masks)",
+                        ctl.max_masks
+                    ));
+                }
+            } else {
+                kept.0.push(r);
+                kept.1.push(k);
+                kept.2.push(ix);
             }
-            Ok(r) => {
-                outcome.push(Ok(0));
-                rules.push(r);
-                slot.push(k);
-            }
-            Err(e) => outcome.push(Err(e)),
         }
+        (rules, at, mask_of) = kept;
     }
     if atomic && refuse_all(&mut outcome) {
-        return Ok(reply(p.n_lines, &parsed, outcome));
+        return Ok(reply(p, outcome));
     }
-    let kept: Vec<(Mask, u32)> = rules.iter().map(|r| (r.matcher.mask, r.priority)).collect();
+    let priorities: Vec<u32> = rules.iter().map(|r| r.priority).collect();
     let out = ctl.table.insert_batch(rules, batch_mode(atomic));
     ctl.reserve_inserts(out.len());
+    let mut per_mask = vec![0usize; masks.len()];
     let mut added = Vec::with_capacity(out.len());
-    for ((k, r), (mask, priority)) in slot.into_iter().zip(out).zip(kept) {
+    for (((k, r), priority), ix) in at.into_iter().zip(out).zip(priorities).zip(mask_of) {
         let o = match r {
             Ok(h) => {
-                let ext = ctl.record_insert(h, &mask);
+                let ext = ctl.record_insert_uncounted(h);
+                if let Some(n) = per_mask.get_mut(ix as usize) {
+                    *n += 1;
+                }
                 added.push((ext, priority, p.rule_text(k)));
                 Ok(ext)
             }
@@ -416,30 +452,32 @@ fn apply_add(
             *s = o;
         }
     }
+    for (m, n) in masks.iter().zip(per_mask) {
+        ctl.count_mask(m, n);
+    }
     // Durable before acknowledged (with `--db`): the rules that went in, by their text.
     ctl.persist_added(added.into_iter())?;
-    Ok(reply(p.n_lines, &parsed, outcome))
+    Ok(reply(p, outcome))
 }
 
 /// Deletes the parsed specs of `p` under the lock.
 fn apply_del(
     ctl: &mut Control,
     p: &PreparedText,
-    parsed: Vec<Parsed<DelSpec>>,
+    mut parsed: Parsed<DelSpec>,
     atomic: bool,
 ) -> Result<TextBatchReply, SwitchError> {
-    let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
+    let mut outcome = parsed.outcome(p.spans.len());
     let mut refs = Vec::new();
     let mut found: Vec<(usize, Handle, Mask)> = Vec::new();
-    for (k, q) in parsed.iter().enumerate() {
-        let target = match &q.what {
-            Err(e) => Err(e.clone()),
-            Ok(DelSpec::Handle(ext)) => ctl
+    for (spec, &k) in parsed.ok.iter().zip(&parsed.at) {
+        let target = match spec {
+            DelSpec::Handle(ext) => ctl
                 .int_of
                 .get(*ext)
                 .and_then(|h| Some((RuleRef::Handle(h), h, ctl.table.rule(h)?.matcher.mask)))
                 .ok_or_else(|| format!("no rule with handle {ext}")),
-            Ok(DelSpec::Rule(r)) => ctl
+            DelSpec::Rule(r) => ctl
                 .table
                 .find(&r.matcher, r.priority)
                 .map(|h| {
@@ -451,17 +489,20 @@ fn apply_del(
                 })
                 .ok_or_else(|| RuleError::NotFound.to_string()),
         };
-        match target {
+        let o = match target {
             Ok((rf, h, mask)) => {
-                outcome.push(Ok(ctl.ext(h)));
                 refs.push(rf);
                 found.push((k, h, mask));
+                Ok(ctl.ext(h))
             }
-            Err(e) => outcome.push(Err(e)),
+            Err(e) => Err(e),
+        };
+        if let Some(s) = outcome.get_mut(k) {
+            *s = o;
         }
     }
     if atomic && refuse_all(&mut outcome) {
-        return Ok(reply(p.n_lines, &parsed, outcome));
+        return Ok(reply(p, outcome));
     }
     let saved = ctl.save_rules(found.iter().map(|&(_, h, _)| h));
     let out = ctl.table.delete_batch(refs, batch_mode(atomic));
@@ -481,35 +522,34 @@ fn apply_del(
         .filter_map(|o| o.as_ref().ok().copied())
         .collect();
     ctl.persist_deleted(deleted, saved)?;
-    Ok(reply(p.n_lines, &parsed, outcome))
+    Ok(reply(p, outcome))
 }
 
 /// Replaces the actions of the rules of `p` under the lock.
 fn apply_mod(
     ctl: &mut Control,
     p: &PreparedText,
-    mut parsed: Vec<Parsed<Rule>>,
+    mut parsed: Parsed<Rule>,
     atomic: bool,
 ) -> Result<TextBatchReply, SwitchError> {
-    let mut outcome: Vec<Result<u64, String>> = Vec::with_capacity(parsed.len());
-    let mut changes: Vec<(RuleRef, ActionList)> = Vec::with_capacity(parsed.len());
-    let mut found: Vec<(usize, Handle)> = Vec::with_capacity(parsed.len());
-    for (k, q) in parsed.iter_mut().enumerate() {
-        let what = core::mem::replace(&mut q.what, Err(String::new()));
-        match what {
-            Err(e) => outcome.push(Err(e)),
-            Ok(r) => match ctl.table.find(&r.matcher, r.priority) {
-                Some(h) => {
-                    outcome.push(Ok(ctl.ext(h)));
-                    changes.push((RuleRef::Handle(h), r.actions));
-                    found.push((k, h));
-                }
-                None => outcome.push(Err(RuleError::NotFound.to_string())),
-            },
+    let mut outcome = parsed.outcome(p.spans.len());
+    let mut changes: Vec<(RuleRef, ActionList)> = Vec::with_capacity(parsed.ok.len());
+    let mut found: Vec<(usize, Handle)> = Vec::with_capacity(parsed.ok.len());
+    for (r, k) in parsed.ok.into_iter().zip(parsed.at) {
+        let o = match ctl.table.find(&r.matcher, r.priority) {
+            Some(h) => {
+                changes.push((RuleRef::Handle(h), r.actions));
+                found.push((k, h));
+                Ok(ctl.ext(h))
+            }
+            None => Err(RuleError::NotFound.to_string()),
+        };
+        if let Some(s) = outcome.get_mut(k) {
+            *s = o;
         }
     }
     if atomic && refuse_all(&mut outcome) {
-        return Ok(reply(p.n_lines, &parsed, outcome));
+        return Ok(reply(p, outcome));
     }
     let saved = ctl.save_actions(found.iter().map(|&(_, h)| h));
     let out = ctl.table.modify_batch(changes, batch_mode(atomic));
@@ -528,7 +568,7 @@ fn apply_mod(
             .filter_map(|(k, o)| Some((*o.as_ref().ok()?, p.rule_text(k)))),
         saved,
     )?;
-    Ok(reply(p.n_lines, &parsed, outcome))
+    Ok(reply(p, outcome))
 }
 
 /// The new masks of a batch (in first-use order) that the mask quota refuses.
@@ -560,24 +600,21 @@ fn refuse_all(outcome: &mut [Result<u64, String>]) -> bool {
     true
 }
 
-fn reply<T>(
-    n_lines: usize,
-    parsed: &[Parsed<T>],
-    outcome: Vec<Result<u64, String>>,
-) -> TextBatchReply {
+/// The answer: every rule line's outcome, by its line number.
+fn reply(p: &PreparedText, outcome: Vec<Result<u64, String>>) -> TextBatchReply {
     let mut rep = TextBatchReply {
-        lines: n_lines,
-        rules: parsed.len(),
+        lines: p.n_lines,
+        rules: p.spans.len(),
         ..TextBatchReply::default()
     };
-    for (p, o) in parsed.iter().zip(outcome) {
+    for (span, o) in p.spans.iter().zip(outcome) {
         match o {
             Ok(h) => {
                 rep.done += 1;
                 push_run(&mut rep.handles, h);
             }
             Err(error) => rep.errors.push(LineError {
-                line: p.line + 1,
+                line: span.line + 1,
                 error,
             }),
         }
@@ -621,13 +658,25 @@ mod tests {
 
     #[test]
     fn parallel_parse_keeps_line_order() {
-        let lines: Vec<String> = (0..10_000).map(|i| format!("{i}")).collect();
-        let input: Vec<(usize, &str)> = lines.iter().map(String::as_str).enumerate().collect();
-        let out = parse_all(&input, |l| l.parse::<usize>().map_err(|e| e.to_string()));
-        assert_eq!(out.len(), 10_000);
-        for (i, p) in out.iter().enumerate() {
-            assert_eq!(p.line, i);
-            assert_eq!(p.what, Ok(i));
+        let lines: Vec<String> = (0..10_000)
+            .map(|i| {
+                if i % 7 == 3 {
+                    "x".into()
+                } else {
+                    format!("{i}")
+                }
+            })
+            .collect();
+        let input: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let mut out = parse_all(&input, |l| l.parse::<usize>().map_err(|e| e.to_string()));
+        assert_eq!(out.ok.len() + out.errors.len(), 10_000);
+        for (v, k) in out.ok.iter().zip(&out.at) {
+            assert_eq!(v, k);
         }
+        assert!(out.at.windows(2).all(|w| w[0] < w[1]));
+        let bad: Vec<usize> = out.errors.iter().map(|e| e.0).collect();
+        assert_eq!(bad, (0..10_000).filter(|i| i % 7 == 3).collect::<Vec<_>>());
+        let outcome = out.outcome(10_000);
+        assert!(outcome[3].is_err() && outcome[4] == Ok(0));
     }
 }

@@ -353,3 +353,38 @@ fn parallel_insertion_equals_in_order_insertion() {
         }
     }
 }
+
+/// `find_batch` answers as `find` does for each target, in order: present rules, absent keys,
+/// a wrong priority and a mask no rule has.
+#[test]
+fn find_batch_agrees_with_find() {
+    let mut t = FlowTable::new(TableConfig::default());
+    let names = PortNames::new();
+    let mut targets = Vec::new();
+    for i in 0..3000u32 {
+        let text = format!(
+            "prio {} eth_type ipv4 dst_ip 10.{}.{}.0/{} action drop",
+            i % 7,
+            i / 256,
+            i % 256,
+            24 + i % 3
+        );
+        let r = parse_rule(&text, &names).unwrap();
+        if i % 5 != 0 {
+            t.insert(r.clone()).unwrap();
+        }
+        targets.push((r.matcher, r.priority));
+        targets.push((r.matcher, r.priority + 1));
+    }
+    let odd = parse_rule("prio 1 ip_proto tcp eth_type ipv4 action drop", &names).unwrap();
+    targets.push((odd.matcher, 1));
+    let refs: Vec<(&Match, u32)> = targets.iter().map(|(m, p)| (m, *p)).collect();
+    let got = t.find_batch(&refs);
+    let want: Vec<Option<Handle>> = targets.iter().map(|(m, p)| t.find(m, *p)).collect();
+    assert_eq!(got, want);
+    assert_eq!(got.iter().filter(|h| h.is_some()).count(), 2400);
+    for h in got.iter().flatten() {
+        assert!(t.mask_of(*h).is_some());
+        assert_eq!(t.mask_of(*h), t.rule(*h).map(|r| r.matcher.mask));
+    }
+}

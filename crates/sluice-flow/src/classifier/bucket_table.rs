@@ -448,10 +448,8 @@ impl<const N: usize> BucketTable<N> {
         }
     }
 
-    pub(super) fn set_action(&mut self, g: &[u64; N], h: u64, prio: u32, handle: u32, action: u32) {
-        let Some((_, i)) = self.locate(g, h) else {
-            return;
-        };
+    /// Gives the rule of priority `prio` and handle `handle` at entry `i` action list `action`.
+    pub(super) fn set_action(&mut self, i: usize, prio: u32, handle: u32, action: u32) {
         if let Some(e) = self.entries.get_mut(i) {
             if e.rank == rank(prio, handle) {
                 e.action = action;

@@ -55,6 +55,37 @@ impl Classifier {
         st.find_exact(key, prio)
     }
 
+    /// [`Classifier::find_exact`] of many (subtable id, masked key, priority) targets, the
+    /// results appended to `out` in order: in groups whose buckets, then entries, are asked
+    /// into cache before any is read, so a batch over tables larger than the cache waits for
+    /// memory once per group rather than once per target.
+    pub(crate) fn find_exact_burst(
+        &self,
+        targets: &[(u32, &FlowKey, u32)],
+        out: &mut Vec<Option<u32>>,
+    ) {
+        const GROUP: usize = 16;
+        let st = |id: u32| self.subtables.get(id as usize).and_then(Option::as_ref);
+        for group in targets.chunks(GROUP) {
+            let mut hashes = [0u64; GROUP];
+            for (h, &(id, key, _)) in hashes.iter_mut().zip(group) {
+                if let Some(s) = st(id) {
+                    *h = s.find_prefetch_home(key);
+                }
+            }
+            for (&h, &(id, _, _)) in hashes.iter().zip(group) {
+                if let Some(s) = st(id) {
+                    s.find_prefetch_entry(h);
+                }
+            }
+            out.extend(
+                group
+                    .iter()
+                    .map(|&(id, key, prio)| st(id).and_then(|s| s.find_exact(key, prio))),
+            );
+        }
+    }
+
     /// Inserts a rule into subtable `id`, unless one with the same key and priority exists (the
     /// error is its handle). Returns the index of the rule's entry (for the writer's record).
     #[inline]

@@ -28,10 +28,11 @@ pub(crate) enum Op {
         prio: u32,
         handle: u32,
     },
-    /// Replaces a rule's action list.
+    /// Replaces a rule's action list. The rule is found by its entry's index (the same in
+    /// both copies), not by its key: no hashing and no probing, once per copy.
     SetActions {
         id: u32,
-        key: Box<FlowKey>,
+        entry: u32,
         prio: u32,
         handle: u32,
         action: u32,
@@ -136,13 +137,13 @@ impl Classifier {
             } => self.remove(*id, key, *prio, *handle),
             Op::SetActions {
                 id,
-                key,
+                entry,
                 prio,
                 handle,
                 action,
             } => {
                 if let Some(Some(st)) = self.subtables.get_mut(*id as usize) {
-                    st.set_actions(key, *prio, *handle, *action);
+                    st.set_actions(*entry, *prio, *handle, *action);
                 }
             }
             Op::ActionList { id, list } => self.define_actions(*id, list),

@@ -506,6 +506,26 @@ impl Subtable {
         })
     }
 
+    /// A burst's first pass of [`Subtable::find_exact`]: `key`'s hash, with its home bucket
+    /// asked into cache.
+    #[inline]
+    pub(super) fn find_prefetch_home(&self, key: &FlowKey) -> u64 {
+        with_table!(&self.table, t, N => {
+            let g = self.sel.pack::<N>(key);
+            let (_, h) = self.sel.hashes(&g);
+            t.prefetch_home(h);
+            h
+        })
+    }
+
+    /// A burst's second pass: the entry hash `h` leads to, asked into cache.
+    #[inline]
+    pub(super) fn find_prefetch_entry(&self, h: u64) {
+        with_table!(&self.table, t, N => {
+            t.prefetch_entry(h);
+        })
+    }
+
     /// Inserts unless a rule with the same key and priority exists (its handle is the error).
     /// Returns the index of the rule's entry.
     #[inline]
@@ -624,12 +644,8 @@ impl Subtable {
         true
     }
 
-    pub(super) fn set_actions(&mut self, key: &FlowKey, prio: u32, handle: u32, action: u32) {
-        with_table!(&mut self.table, t, N => {
-            let g = self.sel.pack::<N>(key);
-            let (_, h) = self.sel.hashes(&g);
-            t.set_action(&g, h, prio, handle, action);
-        })
+    pub(super) fn set_actions(&mut self, entry: u32, prio: u32, handle: u32, action: u32) {
+        with_table!(&mut self.table, t, N => t.set_action(entry as usize, prio, handle, action))
     }
 
     pub(super) fn rehandle(&mut self, entry: u32, prio: u32, old: u32, new: u32) -> bool {

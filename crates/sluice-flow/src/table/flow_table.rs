@@ -9,6 +9,7 @@ use super::reader::Reader;
 use super::writer::{Scratch, TableConfig, WriterState, BYTES_PER_RULE};
 use crate::action::ActionList;
 use crate::classifier::{Classifier, Op, PARALLEL_MIN_BATCH};
+use crate::key::{FlowKey, Mask};
 use crate::publish::Writer;
 use crate::rule::{BatchMode, Handle, Match, Rule, RuleError, RuleRef};
 
@@ -113,6 +114,12 @@ impl FlowTable {
         self.rule_in(&self.lr.published(), h)
     }
 
+    /// The mask of rule `h` (without reading its key: a deletion by handle needs no more).
+    pub fn mask_of(&self, h: Handle) -> Option<Mask> {
+        let s = self.w.store.get(h.0 as usize)?.as_ref()?;
+        self.w.masks.mask(s.mask_id).copied()
+    }
+
     /// The rule with handle `h`, its key read from classifier copy `cls` (the published copy
     /// holds every rule the writer has a record of).
     fn rule_in(&self, cls: &Classifier, h: Handle) -> Option<Rule> {
@@ -142,6 +149,37 @@ impl FlowTable {
             .published()
             .find_exact(id, &matcher.key, priority)
             .map(Handle)
+    }
+
+    /// [`FlowTable::find`] of many (match, priority) targets, in order: bursts that fetch
+    /// their buckets and entries from memory together (a modification or deletion batch over
+    /// a million rules finds each rule this way).
+    pub fn find_batch(&self, targets: &[(&Match, u32)]) -> Vec<Option<Handle>> {
+        let cls = self.lr.published();
+        let mut ids: Vec<(u32, &FlowKey, u32)> = Vec::with_capacity(targets.len());
+        let mut known = Vec::with_capacity(targets.len());
+        for &(m, prio) in targets {
+            match self.w.masks.by_mask.get(&m.mask) {
+                Some(&id) => {
+                    ids.push((id, &m.key, prio));
+                    known.push(true);
+                }
+                None => known.push(false),
+            }
+        }
+        let mut found = Vec::with_capacity(ids.len());
+        cls.find_exact_burst(&ids, &mut found);
+        let mut found = found.into_iter();
+        known
+            .into_iter()
+            .map(|k| {
+                if k {
+                    found.next().flatten().map(Handle)
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
 
     /// Inserts one rule (a batch of one).

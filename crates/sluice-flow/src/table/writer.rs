@@ -362,22 +362,15 @@ impl WriterState {
         actions: ActionList,
     ) {
         let action = self.actions.intern(actions, cls, ops);
-        let found = self
-            .store
-            .get_mut(h as usize)
-            .and_then(|s| s.as_mut())
-            .and_then(|s| {
-                let key = cls.entry_key(s.mask_id, s.entry)?;
-                Some((s, key))
-            });
-        let Some((s, key)) = found else {
+        let found = self.store.get_mut(h as usize).and_then(|s| s.as_mut());
+        let Some(s) = found else {
             self.actions.release(action, cls, ops);
             return;
         };
         let old = core::mem::replace(&mut s.action, action);
         let op = Op::SetActions {
             id: s.mask_id,
-            key: Box::new(key),
+            entry: s.entry,
             prio: s.priority,
             handle: h,
             action,

@@ -468,25 +468,30 @@ fn apply_del(
     atomic: bool,
 ) -> Result<TextBatchReply, SwitchError> {
     let mut outcome = parsed.outcome(p.spans.len());
-    let mut refs = Vec::new();
-    let mut found: Vec<(usize, Handle, Mask)> = Vec::new();
+    let mut refs = Vec::with_capacity(parsed.ok.len());
+    let mut found: Vec<(usize, Handle, Mask)> = Vec::with_capacity(parsed.ok.len());
+    let targets: Vec<(&sluice_flow::Match, u32)> = parsed
+        .ok
+        .iter()
+        .filter_map(|s| match s {
+            DelSpec::Rule(r) => Some((&r.matcher, r.priority)),
+            DelSpec::Handle(_) => None,
+        })
+        .collect();
+    let mut by_rule = ctl.table.find_batch(&targets).into_iter();
+    drop(targets);
     for (spec, &k) in parsed.ok.iter().zip(&parsed.at) {
         let target = match spec {
             DelSpec::Handle(ext) => ctl
                 .int_of
                 .get(*ext)
-                .and_then(|h| Some((RuleRef::Handle(h), h, ctl.table.rule(h)?.matcher.mask)))
+                .and_then(|h| Some((RuleRef::Handle(h), h, ctl.table.mask_of(h)?)))
                 .ok_or_else(|| format!("no rule with handle {ext}")),
-            DelSpec::Rule(r) => ctl
-                .table
-                .find(&r.matcher, r.priority)
-                .map(|h| {
-                    let rf = RuleRef::Exact {
-                        matcher: r.matcher,
-                        priority: r.priority,
-                    };
-                    (rf, h, r.matcher.mask)
-                })
+            DelSpec::Rule(r) => by_rule
+                .next()
+                .flatten()
+                // Found just now, under the same lock: deleted by its handle.
+                .map(|h| (RuleRef::Handle(h), h, r.matcher.mask))
                 .ok_or_else(|| RuleError::NotFound.to_string()),
         };
         let o = match target {
@@ -535,8 +540,12 @@ fn apply_mod(
     let mut outcome = parsed.outcome(p.spans.len());
     let mut changes: Vec<(RuleRef, ActionList)> = Vec::with_capacity(parsed.ok.len());
     let mut found: Vec<(usize, Handle)> = Vec::with_capacity(parsed.ok.len());
-    for (r, k) in parsed.ok.into_iter().zip(parsed.at) {
-        let o = match ctl.table.find(&r.matcher, r.priority) {
+    let targets: Vec<(&sluice_flow::Match, u32)> =
+        parsed.ok.iter().map(|r| (&r.matcher, r.priority)).collect();
+    let handles = ctl.table.find_batch(&targets);
+    drop(targets);
+    for ((r, k), h) in parsed.ok.into_iter().zip(parsed.at).zip(handles) {
+        let o = match h {
             Some(h) => {
                 changes.push((RuleRef::Handle(h), r.actions));
                 found.push((k, h));

@@ -8,7 +8,8 @@
 # For each repeat: a fresh `sluice run --socket S --threads 2` (release build); the daemon's
 # VmRSS from /proc before and after; `sluice flow add --socket S --batch sluice.rules` timed
 # end to end (wall clock, CLI start to exit); `sluice flow dump` must list every rule; then
-# `sluice flow mod --batch` of the same rules with other actions, timed the same way. Then
+# `sluice flow mod --batch` of the same rules with other actions, then `sluice flow del --batch`
+# of every handle, timed the same way (the table must be empty after). Then
 # `ovs-ofctl -O OpenFlow14 --bundle add-flows br0 ovs.flows` on a private ovs-vswitchd
 # (userspace bridge, datapath_type=netdev) with the same keys, priorities and outputs, and
 # `sluice bench flows --rules RULES --masks MASKS` (insert and lookups at 65,536 active flows:
@@ -71,7 +72,7 @@ start_daemon() {
 }
 stop_daemon() { kill "$DPID"; wait "$DPID" 2>/dev/null || true; DPID=""; }
 
-sl=(); sl_mem=(); sl_secs=(); sl_mod=()
+sl=(); sl_mem=(); sl_secs=(); sl_mod=(); sl_del=()
 for _ in $(seq "$REPS"); do
     start_daemon
     r0=$(rss_of "$DPID")
@@ -79,15 +80,25 @@ for _ in $(seq "$REPS"); do
     "$SLUICE" --socket "$SOCK" flow add --batch "$WORK/sluice.rules" >"$WORK/add.out"
     t1=$(now)
     r1=$(rss_of "$DPID")
-    n=$("$SLUICE" --socket "$SOCK" flow dump | wc -l)
+    "$SLUICE" --socket "$SOCK" flow dump >"$WORK/dump.out"
+    n=$(wc -l <"$WORK/dump.out")
     if [ "$n" != "$RULES" ]; then
         echo "FAIL: flow dump lists $n rules, expected $RULES" >&2; exit 1
     fi
+    # Every rule's handle, for `flow del --batch` below.
+    sed -E 's/^handle ([0-9]+):.*/handle \1/' "$WORK/dump.out" >"$WORK/del.handles"
     t2=$(now)
     "$SLUICE" --socket "$SOCK" flow mod --batch "$WORK/sluice.mod" >"$WORK/mod.out"
     t3=$(now)
     sl_mod+=("$(calc "$RULES / ($t3 - $t2)")")
     echo "sluice flow mod --batch: $RULES rules in $(calc "round($t3 - $t2, 3)") s ($(cat "$WORK/mod.out"))" >&2
+    t4=$(now)
+    "$SLUICE" --socket "$SOCK" flow del --batch "$WORK/del.handles" >"$WORK/del.out"
+    t5=$(now)
+    left=$("$SLUICE" --socket "$SOCK" flow dump | wc -l)
+    [ "$left" = 0 ] || { echo "FAIL: $left rules left after flow del --batch" >&2; exit 1; }
+    sl_del+=("$(calc "$RULES / ($t5 - $t4)")")
+    echo "sluice flow del --batch: $RULES handles in $(calc "round($t5 - $t4, 3)") s ($(cat "$WORK/del.out"))" >&2
     stop_daemon
     sl_secs+=("$(calc "round($t1 - $t0, 3)")")
     sl+=("$(calc "$RULES / ($t1 - $t0)")")
@@ -145,6 +156,7 @@ printf '%-34s %14s %8s %12s   %s\n' "path" "rules/s" "x OVS" "bytes/rule" "runs 
 row() { printf '%-34s %14.0f %8.1f %12s   %s\n' "$1" "$2" "$(calc "$2 / $m_ovs")" "$3" "$4"; }
 row "sluice flow add --batch (daemon)" "$m_sl" "$m_mem" "${sl[*]}"
 row "sluice flow mod --batch (daemon)" "$(printf '%s\n' "${sl_mod[@]}" | median)" "-" "${sl_mod[*]}"
+row "sluice flow del --batch (daemon)" "$(printf '%s\n' "${sl_del[@]}" | median)" "-" "${sl_del[*]}"
 row "ovs-ofctl --bundle add-flows" "$m_ovs" "$ovs_mem" "${ovs[*]}"
 row "sluice bench flows (in process)" "$m_inp" "$inp_mem" "${inp[*]}"
 echo "daemon wall clock per load (s): ${sl_secs[*]}; every load listed all $RULES rules in flow dump"

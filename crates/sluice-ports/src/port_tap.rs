@@ -25,14 +25,19 @@
 //! | `TSO_ECN`            | `tx-tcp-ecn-segmentation`                                    |
 //! | `USO4` + `USO6`      | `tx-udp-segmentation`                                        |
 //! | `UDP_TUNNEL_GSO`     | `tx-udp_tnl-segmentation` (with [`TapPortConfig::udp_tunnel_gso`]) |
+//! | `UDP_TUNNEL_GSO_CSUM` | `tx-udp_tnl-csum-segmentation` (with `UDP_TUNNEL_GSO`)      |
 //!
 //! **UDP-tunnel GSO.** With [`TapPortConfig::udp_tunnel_gso`] the port uses the 24-byte
 //! `virtio_net_hdr_v1_hash_tunnel` ([`TAP_TUNNEL_HDR_FORMAT`]) and asks for
 //! `TUN_F_UDP_TUNNEL_GSO` (Linux 6.18): the kernel hands over VXLAN / Geneve super-frames whole
 //! (tunnel bits, outer UDP and inner IP offsets, decoded into the metadata), and a tunnelled
 //! GSO packet Sluice writes keeps its tunnel bits and offsets ([`tunnel_gso_hdr`]), so the
-//! kernel segments it. Only outer UDP checksum zero (`TUN_F_UDP_TUNNEL_GSO_CSUM` is not
-//! negotiated): a super-frame with an outer checksum is segmented in software.
+//! kernel segments it. With `TUN_F_UDP_TUNNEL_GSO_CSUM` too (Linux 6.17+), a super-frame with an
+//! outer UDP checksum crosses whole as well: its outer checksum field holds the pseudo-header
+//! sum over the super-frame's UDP length (what Sluice's encapsulation leaves in a GSO frame),
+//! the header says `UDP_TUNNEL_CSUM`, and the kernel gives each segment its outer checksum
+//! (by cancellation) as it segments. A kernel without it: such a frame is segmented in
+//! software.
 //!
 //! Never advertised: VLAN insertion and IPv4 header checksums (`virtio_net_hdr` has neither),
 //! SCTP CRC32c (a `NEEDS_CSUM` request is a ones'-complement fill), GRE GSO, UFO. The kernel refuses TSO/USO bits without `CSUM` and ECN without TSO, so
@@ -46,7 +51,7 @@
 use crate::ifstats::{if_drops, IfStats};
 use crate::tap::{
     tun_f_names, Tap, TapConfig, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN,
-    TUN_F_UDP_TUNNEL_GSO, TUN_F_USO4, TUN_F_USO6,
+    TUN_F_UDP_TUNNEL_GSO, TUN_F_UDP_TUNNEL_GSO_CSUM, TUN_F_USO4, TUN_F_USO6,
 };
 use sluice_datapath::buf::{BufPool, PacketBuf};
 use sluice_datapath::port::{
@@ -173,7 +178,7 @@ impl TapPort {
 
     fn open_with(name: &str, cfg: &TapPortConfig, fmt: HdrFormat) -> Result<TapPort, PortError> {
         let wanted = if fmt == TAP_TUNNEL_HDR_FORMAT {
-            TAP_OFFLOADS | TUN_F_UDP_TUNNEL_GSO
+            TAP_OFFLOADS | TUN_F_UDP_TUNNEL_GSO | TUN_F_UDP_TUNNEL_GSO_CSUM
         } else {
             TAP_OFFLOADS
         };
@@ -375,6 +380,9 @@ pub fn tap_device(tun_f: u32, mtu: u32) -> Device {
         }
         if tun_f & TUN_F_UDP_TUNNEL_GSO != 0 && f.intersects(Features::TSO | Features::TSO6) {
             f = f | Features::UDP_TNL;
+            if tun_f & TUN_F_UDP_TUNNEL_GSO_CSUM != 0 {
+                f = f | Features::UDP_TNL_CSUM;
+            }
         }
     }
     Device {
@@ -518,12 +526,13 @@ pub(crate) fn encode_work(
 /// [`encode_work`] for a port whose header may describe UDP-tunnel GSO (`fmt` is
 /// [`HdrFormat::V1HashTunnel`]): a GSO request whose checksum starts at the inner L4 header of a
 /// VXLAN / Geneve frame (parsed with `parse`) gets the tunnel bits and offsets
-/// ([`tunnel_gso_hdr`]).
+/// ([`tunnel_gso_hdr`]; `outer_csum`: the port negotiated `TUN_F_UDP_TUNNEL_GSO_CSUM`).
 pub(crate) fn encode_work_with(
     frame: &[u8],
     work: &DeviceWork,
     fmt: HdrFormat,
     parse: &ParseConfig,
+    outer_csum: bool,
     out: &mut [u8],
     drops: &mut PortDrops,
 ) -> Result<(), PortError> {
@@ -531,7 +540,7 @@ pub(crate) fn encode_work_with(
         return encode_work(frame, work, fmt, out, drops);
     }
     let encoded = work_to_vnet(frame, work)
-        .and_then(|h| tunnel_gso_hdr(h, frame, parse))
+        .and_then(|h| tunnel_gso_hdr(h, frame, parse, outer_csum))
         .and_then(|h| {
             h.encode(fmt, out)
                 .map(drop)
@@ -547,13 +556,14 @@ pub(crate) fn encode_work_with(
 /// VXLAN / Geneve packet and `h`'s checksum starts at its inner L4 header: the
 /// `UDP_TUNNEL_IPV4`/`IPV6` bit of the outer IP version, `outer_th_offset` (outer UDP),
 /// `inner_nh_offset` (inner IP). `hdr_len` already ends after the inner L4 header. A tunnel
-/// packet with an outer UDP checksum is refused (the port does not negotiate
-/// `TUN_F_UDP_TUNNEL_GSO_CSUM`, so it never advertises that segmentation). Plain packets pass
-/// unchanged.
+/// packet with an outer UDP checksum gets `UDP_TUNNEL_CSUM` when `outer_csum` (the port
+/// negotiated `TUN_F_UDP_TUNNEL_GSO_CSUM`, so it advertises `tx-udp_tnl-csum-segmentation`),
+/// and is refused otherwise. Plain packets pass unchanged.
 pub fn tunnel_gso_hdr(
     mut h: VirtioNetHdr,
     frame: &[u8],
     parse: &ParseConfig,
+    outer_csum: bool,
 ) -> Result<VirtioNetHdr, PortError> {
     if h.gso_type == virtio::GSO_NONE {
         return Ok(h);
@@ -578,10 +588,13 @@ pub fn tunnel_gso_hdr(
         .get(outer_l4 + 6..outer_l4 + 8)
         .is_some_and(|c| c != [0, 0])
     {
-        return Err(PortError::Unsendable(
-            "UDP-tunnel GSO with an outer UDP checksum (TUN_F_UDP_TUNNEL_GSO_CSUM not negotiated)"
-                .into(),
-        ));
+        if !outer_csum {
+            return Err(PortError::Unsendable(
+                "UDP-tunnel GSO with an outer UDP checksum (TUN_F_UDP_TUNNEL_GSO_CSUM not negotiated)"
+                    .into(),
+            ));
+        }
+        h.flags |= virtio::F_UDP_TUNNEL_CSUM;
     }
     h.gso_type |= match layout.outer.l3_kind {
         Some(sluice_wire::L3Kind::Ipv6) => virtio::GSO_UDP_TUNNEL_IPV6,
@@ -841,7 +854,16 @@ impl Port for TapPort {
         let mut buf = [0u8; MAX_HDR_LEN];
         let hdr_len = self.fmt.size();
         let raw = buf.get_mut(..hdr_len).unwrap_or_default();
-        encode_work_with(frame, work, self.fmt, &self.parse, raw, &mut self.drops)?;
+        let outer_csum = self.device.features.has(Feature::UdpTnlCsum);
+        encode_work_with(
+            frame,
+            work,
+            self.fmt,
+            &self.parse,
+            outer_csum,
+            raw,
+            &mut self.drops,
+        )?;
         match self.tap.write(raw, frame) {
             Ok(n) if n == hdr_len + frame.len() => Ok(()),
             Ok(n) => {
@@ -1018,12 +1040,17 @@ mod tests {
         let mut drops = PortDrops::default();
         let parse = ParseConfig::DEFAULT;
         let fmt = TAP_TUNNEL_HDR_FORMAT;
-        // The test frame carries an outer UDP checksum: refused, counted.
+        // The test frame carries an outer UDP checksum: refused, counted, without
+        // TUN_F_UDP_TUNNEL_GSO_CSUM; flagged with it.
         assert!(f[outer_l4 + 6..outer_l4 + 8] != [0, 0]);
-        assert!(encode_work_with(&f, &work, fmt, &parse, &mut raw, &mut drops).is_err());
+        assert!(encode_work_with(&f, &work, fmt, &parse, false, &mut raw, &mut drops).is_err());
         assert_eq!(drops.tx_errors, 1);
+        encode_work_with(&f, &work, fmt, &parse, true, &mut raw, &mut drops).unwrap();
+        let h = VirtioNetHdr::decode(&raw, fmt).unwrap();
+        assert_eq!(h.flags, virtio::F_NEEDS_CSUM | virtio::F_UDP_TUNNEL_CSUM);
+        assert_eq!(h.gso_type, virtio::GSO_TCPV4 | virtio::GSO_UDP_TUNNEL_IPV4);
         f[outer_l4 + 6..outer_l4 + 8].fill(0);
-        encode_work_with(&f, &work, fmt, &parse, &mut raw, &mut drops).unwrap();
+        encode_work_with(&f, &work, fmt, &parse, true, &mut raw, &mut drops).unwrap();
         let h = VirtioNetHdr::decode(&raw, fmt).unwrap();
         assert_eq!(h.gso_type, virtio::GSO_TCPV4 | virtio::GSO_UDP_TUNNEL_IPV4);
         assert_eq!(h.flags, virtio::F_NEEDS_CSUM);
@@ -1050,7 +1077,7 @@ mod tests {
             gso: Some((GsoType::TcpV4, pm.segment_size(), false)),
             ..DeviceWork::default()
         };
-        encode_work_with(&p, &w, fmt, &parse, &mut raw, &mut drops).unwrap();
+        encode_work_with(&p, &w, fmt, &parse, true, &mut raw, &mut drops).unwrap();
         let h = VirtioNetHdr::decode(&raw, fmt).unwrap();
         assert_eq!(h.gso_type, virtio::GSO_TCPV4);
         assert_eq!((h.outer_th_offset, h.inner_nh_offset), (0, 0));
@@ -1080,6 +1107,18 @@ mod tests {
             assert!(!d.features.has(f), "{f}");
         }
         assert_eq!((d.mtu, d.envelope), (1500, 4));
+        // Tunnel GSO, and with its checksum bit the outer-checksum variant (never alone).
+        let t = tap_device(TAP_OFFLOADS | TUN_F_UDP_TUNNEL_GSO, 1500).features;
+        assert!(t.has(Feature::UdpTnl) && !t.has(Feature::UdpTnlCsum));
+        let tc = tap_device(
+            TAP_OFFLOADS | TUN_F_UDP_TUNNEL_GSO | TUN_F_UDP_TUNNEL_GSO_CSUM,
+            1500,
+        )
+        .features;
+        assert!(tc.has(Feature::UdpTnl) && tc.has(Feature::UdpTnlCsum));
+        assert!(!tap_device(TAP_OFFLOADS | TUN_F_UDP_TUNNEL_GSO_CSUM, 1500)
+            .features
+            .has(Feature::UdpTnlCsum));
         // Without CSUM the kernel drops every segmentation bit: so do we.
         assert_eq!(
             tap_device(TAP_OFFLOADS & !TUN_F_CSUM, 9000).features,

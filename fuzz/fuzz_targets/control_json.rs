@@ -10,6 +10,11 @@
 //! cuts them into whole-line chunks (limits from the first two bytes) and each chunk's
 //! `encode_text_request` line must decode, with `decode`, to exactly that chunk's text.
 //!
+//! The same bytes, raw (a rules file that may not be UTF-8), also go through `RuleChunker`, the
+//! CLI's streaming reader, over a reader that hands out a few bytes at a time and with the
+//! first chunk's limit ramping up: the chunks must be the input's leading whole lines in order,
+//! and a line that is not UTF-8 must stop it with `NotUtf8` naming exactly that line.
+//!
 //! Checked: no panic; a refusal reads `bad request: ...`; every answer serialises; chunks cover
 //! the text in order, each within its limits unless it is a single line.
 //!
@@ -17,7 +22,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_switch::control::{self, chunk_rules, encode_text_request, Request, TextOp};
+use sluice_switch::control::{
+    self, chunk_rules, encode_text_request, NotUtf8, Request, RuleChunker, TextOp,
+};
+use std::io::BufReader;
 use sluice_switch::{Switch, SwitchConfig};
 use std::sync::atomic::AtomicBool;
 use std::sync::OnceLock;
@@ -103,7 +111,51 @@ fn stream_path(data: &[u8]) {
     assert_eq!(pos, text.len(), "the chunks cover the text");
 }
 
+fn file_path(data: &[u8]) {
+    let (Some(&r), Some(&b)) = (data.first(), data.get(1)) else {
+        return;
+    };
+    let body = &data[2..];
+    let max_rules = usize::from(r % 16) + 1;
+    let first = usize::from(r / 16) + 1;
+    let max_bytes = usize::from(b) * 4 + 16;
+    let src = BufReader::with_capacity(usize::from(b % 7) + 1, body);
+    let mut c = RuleChunker::new(src, max_rules, max_bytes).ramp_from(first);
+    let mut pos = 0;
+    let mut line = 0;
+    loop {
+        match c.next_chunk() {
+            Ok(Some((chunk, part))) => {
+                assert_eq!((chunk.start, chunk.first_line), (pos, line));
+                assert_eq!(part.as_bytes(), &body[chunk.start..chunk.end]);
+                let one_line = part.trim_end_matches('\n').find('\n').is_none();
+                assert!(chunk.rules <= max_rules || one_line);
+                pos = chunk.end;
+                line += part.split_inclusive('\n').count();
+            }
+            Ok(None) => {
+                assert_eq!(pos, body.len(), "the chunks cover the input");
+                break;
+            }
+            Err(e) => {
+                let bad = e
+                    .get_ref()
+                    .and_then(|x| x.downcast_ref::<NotUtf8>())
+                    .copied()
+                    .expect("reading from memory fails only on a line that is not UTF-8");
+                // The named line is the next one, and it is not UTF-8.
+                assert_eq!(bad.line, line);
+                let rest = &body[pos..];
+                let end = rest.iter().position(|&x| x == b'\n').map_or(rest.len(), |i| i + 1);
+                assert!(std::str::from_utf8(&rest[..end]).is_err());
+                break;
+            }
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     server_path(data);
     stream_path(data);
+    file_path(data);
 });

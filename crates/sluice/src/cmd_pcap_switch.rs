@@ -9,6 +9,13 @@
 //! frame is written, so output captures hold what would be on the wire (`--as-handed` writes
 //! the frames as handed to the device instead). Per-port counters and the nonzero coverage
 //! counters are printed at the end (`--json`: one object on the last line).
+//!
+//! **L3 ports.** A port whose input capture holds IP packets with no link header (link types
+//! RAW, IPv4, IPv6), or one named with `--l3 NAME`, is an L3 port, as a TUN port is in the
+//! daemon: its packets are parsed from the IP header, its output capture is written as RAW,
+//! and the datapath's rules for L2 ↔ L3 apply (Ethernet header and tags removed on the way to
+//! it; an L3 packet sent to an L2 port is a counted drop). A port's input must be all of one
+//! kind: a record of the other kind ends the input with an error naming it.
 
 use anyhow::{bail, Context, Result};
 use sluice_datapath::{
@@ -17,8 +24,8 @@ use sluice_datapath::{
 use sluice_flow::{parse_rule, BatchMode, FlowTable, PortNames, TableConfig};
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::{emulate_device, DeviceWork};
-use sluice_pcap::{CaptureReader, CaptureWriter};
-use sluice_wire::ParseConfig;
+use sluice_pcap::{CaptureReader, CaptureWriter, Frame, LinkType as PcapLink};
+use sluice_wire::{LinkType, ParseConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -43,6 +50,10 @@ pub struct Args {
     /// Software GRO on the port's received frames (repeatable).
     #[arg(long = "gro", value_name = "NAME")]
     gro: Vec<String>,
+    /// An L3 port (IP packets, no Ethernet header), as a TUN port (repeatable). A port whose
+    /// input capture is raw IP is one without it.
+    #[arg(long = "l3", value_name = "NAME")]
+    l3: Vec<String>,
     /// The devices' MTU.
     #[arg(long, default_value_t = 1500)]
     mtu: u32,
@@ -65,6 +76,9 @@ struct PcapPort {
     name: String,
     device: Device,
     input: Option<CaptureReader>,
+    /// The input's first record, read to tell the port's kind.
+    first: Option<Frame>,
+    link: LinkType,
     output: Option<CaptureWriter>,
     as_handed: bool,
     parse: ParseConfig,
@@ -96,6 +110,10 @@ impl Drop for PcapPort {
 impl Port for PcapPort {
     sluice_datapath::port_identity!("pcap", |s| &s.name);
 
+    fn link(&self) -> LinkType {
+        self.link
+    }
+
     fn changeable(&self) -> Features {
         Features::ALL
     }
@@ -106,12 +124,16 @@ impl Port for PcapPort {
     }
 
     fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
-        let Some(reader) = self.input.as_mut() else {
-            return Ok(0);
-        };
         let mut n = 0;
         while n < max {
-            match reader.next_frame() {
+            let next = match self.first.take() {
+                Some(f) => Some(Ok(f)),
+                None => match self.input.as_mut() {
+                    Some(reader) => reader.next_frame(),
+                    None => return Ok(n),
+                },
+            };
+            match next {
                 None => {
                     self.input = None;
                     break;
@@ -123,6 +145,21 @@ impl Port for PcapPort {
                 }
                 Some(Ok(frame)) => {
                     self.frames_in += 1;
+                    if link_of(frame.linktype) != Some(self.link) {
+                        self.error(format!(
+                            "{}: input: frame {}: link type {:?} in the capture of an {} port",
+                            self.name,
+                            self.frames_in,
+                            frame.linktype,
+                            if self.link == LinkType::Ip {
+                                "L3"
+                            } else {
+                                "Ethernet"
+                            }
+                        ));
+                        self.input = None;
+                        break;
+                    }
                     if frame.data.len() > pool.room() {
                         self.drops.rx_truncated += 1;
                         continue;
@@ -162,6 +199,16 @@ impl Port for PcapPort {
 
     fn drops(&self) -> sluice_datapath::PortDrops {
         self.drops
+    }
+}
+
+/// The kind of port a capture record's link type feeds: Ethernet, or an L3 port for raw IP
+/// (RAW, IPv4, IPv6); `None` for any other link type.
+fn link_of(k: PcapLink) -> Option<LinkType> {
+    match k {
+        PcapLink::Ethernet => Some(LinkType::Ethernet),
+        k if k.is_ip() => Some(LinkType::Ip),
+        _ => None,
     }
 }
 
@@ -206,6 +253,10 @@ pub fn run(args: Args) -> Result<()> {
     for n in &args.gro {
         gro.push(port_of(n, "--gro")?);
     }
+    let mut l3 = Vec::new();
+    for n in &args.l3 {
+        l3.push(port_of(n, "--l3")?);
+    }
 
     let mut rules = Vec::new();
     let mut lines: Vec<(String, String)> = args
@@ -249,15 +300,35 @@ pub fn run(args: Args) -> Result<()> {
     }
 
     sluice_datapath::datapath::register_counters();
-    let parse = ParseConfig::DEFAULT;
     let errors = Arc::new(Mutex::new(Vec::new()));
     let mut dp = Datapath::new(table.reader(), DatapathConfig::default());
     for (name, &number) in &numbers {
-        let input = match ins.get(&number) {
-            Some(p) => Some(CaptureReader::open(p)?),
-            None => None,
+        let (mut input, mut first) = (None, None);
+        if let Some(p) = ins.get(&number) {
+            let mut r = CaptureReader::open(p)?;
+            // An empty capture leaves the port nothing to receive.
+            if let Some(f) = r.next_frame() {
+                first = Some(f.with_context(|| format!("--in {name}: {}", p.display()))?);
+                input = Some(r);
+            }
+        }
+        // The port's kind: --l3, else what its input holds (Ethernet without input).
+        let link = match (l3.contains(&number), first.as_ref().map(|f| f.linktype)) {
+            (_, Some(k)) if link_of(k).is_none() => bail!(
+                "--in {name}: link type {k:?}: a pcap switch port takes Ethernet or raw IP (RAW, IPv4, IPv6) captures"
+            ),
+            (true, Some(k)) if link_of(k) != Some(LinkType::Ip) => {
+                bail!("--l3 {name}: its input capture is {k:?}, not raw IP")
+            }
+            (true, _) => LinkType::Ip,
+            (false, Some(k)) => link_of(k).unwrap_or(LinkType::Ethernet),
+            (false, None) => LinkType::Ethernet,
         };
+        let parse = ParseConfig::DEFAULT.with_link(link);
         let output = match outs.get(&number) {
+            Some(p) if link == LinkType::Ip => {
+                Some(CaptureWriter::create_with(p, PcapLink::RawIp)?)
+            }
             Some(p) => Some(CaptureWriter::create(p)?),
             None => None,
         };
@@ -266,6 +337,8 @@ pub fn run(args: Args) -> Result<()> {
             name: name.clone(),
             device: Device::new(f).with_mtu(args.mtu),
             input,
+            first,
+            link,
             output,
             as_handed: args.as_handed,
             parse,

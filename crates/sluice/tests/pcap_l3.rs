@@ -140,3 +140,103 @@ fn tx_of_raw_ip_matches_the_ethernet_path() {
     assert_eq!(raw_out, strip(&eth_out));
     assert_eq!(link_of(&r_out), LINKTYPE_RAW);
 }
+
+/// `sluice pcap switch` with L3 ports (raw-IP captures, `--l3`): GRO on the ingress and
+/// software GSO on the egress give, from a raw-IP capture into an L3 port and from an Ethernet
+/// capture into an L3 port, the same IP packets the all-Ethernet run gives less their Ethernet
+/// header, in RAW captures; an L3 packet sent to an Ethernet port is a counted drop; `--l3` on
+/// an Ethernet capture is an error naming it.
+#[test]
+fn switch_with_l3_ports() {
+    use sluice_testkit::segments::{stream, Seg};
+    let eth: Vec<Vec<u8>> = stream(&Seg::tcp4(5000, 1448), 12, 1448)
+        .iter()
+        .map(Seg::build)
+        .collect();
+    let (eth_in, raw_in) = (tmp("sw-eth-in.pcap"), tmp("sw-raw-in.pcap"));
+    write_pcap(&eth_in, &eth);
+    write_with_link(&raw_in, &strip(&eth), LINKTYPE_RAW);
+    let run = |input: &Path, out: &Path, l3: &[&str]| -> serde_json::Value {
+        let (i, o) = (
+            format!("p1={}", input.display()),
+            format!("p2={}", out.display()),
+        );
+        let mut args = vec![
+            "pcap",
+            "switch",
+            "--port",
+            "p1",
+            "--port",
+            "p2",
+            "--gro",
+            "p1",
+            "--in",
+            &i,
+            "--out",
+            &o,
+            "--flow",
+            "prio 1 in_port p1 action output:p2",
+            "--json",
+        ];
+        for p in l3 {
+            args.extend(["--l3", p]);
+        }
+        let out = sluice(&args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let s = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str(s.lines().last().expect("output")).expect("JSON")
+    };
+    let ethernet = tmp("sw-eth-out.pcap");
+    run(&eth_in, &ethernet, &[]);
+    let want = strip(&frames(&ethernet));
+    assert_eq!(
+        want.len(),
+        12,
+        "the all-Ethernet run gives the segments back"
+    );
+    assert_eq!(want, strip(&eth));
+
+    // Raw IP in, L3 out; Ethernet in, L3 out: the same IP packets, in RAW captures.
+    for (input, name) in [(&raw_in, "raw-to-l3"), (&eth_in, "eth-to-l3")] {
+        let out = tmp(&format!("sw-{name}.pcap"));
+        let j = run(input, &out, &["p2"]);
+        assert_eq!(link_of(&out), LINKTYPE_RAW, "{name}");
+        assert_eq!(frames(&out), want, "{name}");
+        assert!(
+            j["ports"]["p1"]["gro_merged_segments"].as_u64() > Some(0),
+            "{name}: {j}"
+        );
+        let _ = std::fs::remove_file(out);
+    }
+
+    // Raw IP into an Ethernet port: no MAC addresses to send with, dropped and counted.
+    let dropped = tmp("sw-l3-to-eth.pcap");
+    let j = run(&raw_in, &dropped, &[]);
+    assert!(frames(&dropped).is_empty());
+    assert!(
+        j["ports"]["p2"]["tx_prepare_drops"].as_u64() > Some(0),
+        "{j}"
+    );
+    assert!(j["counters"]["dp_l3_to_l2_drops"].as_u64() > Some(0), "{j}");
+
+    // --l3 on an Ethernet capture: refused, named.
+    let bad = sluice(&[
+        "pcap",
+        "switch",
+        "--port",
+        "p1",
+        "--l3",
+        "p1",
+        "--in",
+        &format!("p1={}", eth_in.display()),
+    ]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--l3 p1: its input capture is Ethernet"),
+        "{err}"
+    );
+    for p in [eth_in, raw_in, ethernet, dropped] {
+        let _ = std::fs::remove_file(p);
+    }
+}

@@ -29,7 +29,7 @@
 //!
 //! **UDP-tunnel GSO.** With [`TapPortConfig::udp_tunnel_gso`] the port uses the 24-byte
 //! `virtio_net_hdr_v1_hash_tunnel` ([`TAP_TUNNEL_HDR_FORMAT`]) and asks for
-//! `TUN_F_UDP_TUNNEL_GSO` (Linux 6.18): the kernel hands over VXLAN / Geneve super-frames whole
+//! `TUN_F_UDP_TUNNEL_GSO` (Linux 6.17+): the kernel hands over VXLAN / Geneve super-frames whole
 //! (tunnel bits, outer UDP and inner IP offsets, decoded into the metadata), and a tunnelled
 //! GSO packet Sluice writes keeps its tunnel bits and offsets ([`tunnel_gso_hdr`]), so the
 //! kernel segments it. With `TUN_F_UDP_TUNNEL_GSO_CSUM` too (Linux 6.17+), a super-frame with an
@@ -104,7 +104,7 @@ pub struct TapPortConfig {
     /// Open a TUN (`IFF_TUN`) instead of a TAP: L3 packets, no Ethernet header (see the
     /// [module documentation](self)).
     pub tun: bool,
-    /// Negotiate UDP-tunnel GSO (`TUN_F_UDP_TUNNEL_GSO`, Linux 6.18) with the 24-byte
+    /// Negotiate UDP-tunnel GSO (`TUN_F_UDP_TUNNEL_GSO`, Linux 6.17+) with the 24-byte
     /// `virtio_net_hdr_v1_hash_tunnel`: VXLAN / Geneve super-frames cross the TAP whole in both
     /// directions (outer UDP checksum zero; one with an outer checksum is segmented in
     /// software). Falls back to the 12-byte header when the kernel refuses it.
@@ -360,8 +360,10 @@ impl TapPort {
 
 /// The transmit device a TAP with the `TUN_F_*` offloads `tun_f` and MTU `mtu` presents: see the
 /// [module documentation](self). VLAN-tagged and encapsulated packets get the same features
-/// (a `NEEDS_CSUM` fill works from any `csum_start`; tunnel GSO is not advertised, so the
-/// features check sends tunnelled GSO packets to software); one tag parsed; envelope 4.
+/// (a `NEEDS_CSUM` fill works from any `csum_start`); tunnel GSO (`tx-udp_tnl-segmentation`,
+/// and `tx-udp_tnl-csum-segmentation` with its checksum bit) only with `TUN_F_UDP_TUNNEL_GSO`
+/// and TSO, else the features check sends tunnelled GSO packets to software; one tag parsed;
+/// envelope 4.
 pub fn tap_device(tun_f: u32, mtu: u32) -> Device {
     let mut f = Features::NONE;
     if tun_f & TUN_F_CSUM != 0 {

@@ -395,8 +395,9 @@ pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
 /// second thread (none can be started) one thread reads and answers in turn.
 pub fn serve_connection(switch: &Switch, stream: &UnixStream, stop: &AtomicBool) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_millis(200)))?;
-    // One request read ahead: at most one parsed batch waits while another is applied.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Work>(1);
+    // A rendezvous: the reader holds at most one parsed request (waiting to hand it over)
+    // while another is applied.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Work>(0);
     std::thread::scope(|s| {
         let reader = std::thread::Builder::new()
             .name("sluice-ctl-read".into())
@@ -406,8 +407,11 @@ pub fn serve_connection(switch: &Switch, stream: &UnixStream, stop: &AtomicBool)
         let Ok(reader) = reader else {
             return read_requests(switch, stream, stop, |w| answer(switch, stream, stop, w));
         };
+        // However this thread leaves (a panic included): wake the reader if it waits for a
+        // line, and let its next hand-over fail, so the scope can end.
+        let wake = WakeReader { stream, rx };
         let mut answered = Ok(());
-        for w in rx.iter() {
+        for w in wake.rx.iter() {
             match answer(switch, stream, stop, w) {
                 Ok(true) => {}
                 Ok(false) => break,
@@ -417,14 +421,25 @@ pub fn serve_connection(switch: &Switch, stream: &UnixStream, stop: &AtomicBool)
                 }
             }
         }
-        // Wake the reader if it waits for a line, and let its next hand-over fail.
-        let _ = stream.shutdown(std::net::Shutdown::Read);
-        drop(rx);
+        drop(wake);
         let read = reader
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the control reader panicked")));
         answered.and(read)
     })
+}
+
+/// Ends a connection's reading half when dropped: shuts down the socket's read side (a
+/// blocked read returns) and drops the hand-over's receiving end (a blocked hand-over fails).
+struct WakeReader<'a> {
+    stream: &'a UnixStream,
+    rx: std::sync::mpsc::Receiver<Work>,
+}
+
+impl Drop for WakeReader<'_> {
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Read);
+    }
 }
 
 /// Runs `work` and writes its reply; `Ok(false)`: the connection is done.

@@ -630,7 +630,7 @@ impl Switch {
                 .map_err(|e| SwitchError::Port(format!("port {:?}: {e}", req.name)))?;
             {
                 let mut ctl = self.control();
-                ctl.names.insert(&port.name, port.number);
+                ctl.add_name(&port.name, port.number);
                 ctl.ports.insert(
                     port.name.clone(),
                     PortEntry {

@@ -147,6 +147,8 @@ struct Control {
     /// Every datapath thread's per-rule counters (by the table's handle).
     rule_counters: Vec<Arc<RuleCounters>>,
     names: PortNames,
+    /// A copy of `names` readable without the control lock (see [`SharedNames`]).
+    shared_names: SharedNames,
     ports: BTreeMap<String, PortEntry>,
     max_masks: usize,
     next_port_handle: u64,
@@ -175,8 +177,14 @@ impl Control {
                 features: BTreeMap::new(),
             },
         );
-        self.names.insert(name, number);
+        self.add_name(name, number);
         handle
+    }
+
+    /// Gives port `name` its number in rules.
+    fn add_name(&mut self, name: &str, number: u32) {
+        self.names.insert(name, number);
+        self.shared_names.set(&self.names);
     }
 
     fn remove_port_entry(&mut self, name: &str) {
@@ -187,6 +195,7 @@ impl Control {
             names.insert(n, e.number);
         }
         self.names = names;
+        self.shared_names.set(&self.names);
     }
 
     /// Records a rule the table accepted: gives it the next switch handle.
@@ -325,6 +334,26 @@ fn names_port(rule: &Rule, number: u32) -> bool {
 pub struct Switch {
     workers: Workers,
     control: Mutex<Control>,
+    /// The port names, for parsing rules outside the control lock.
+    names: SharedNames,
+}
+
+/// The port names as the control side last set them, readable without the control lock: a
+/// rules batch is parsed while the one before is applied under the lock (holding it for tens
+/// of milliseconds), so reading the names there would make the parse wait for the insert.
+/// Applying compares the names a batch was parsed with against the control side's own and
+/// parses again if a port came or went in between.
+#[derive(Clone, Default)]
+struct SharedNames(Arc<Mutex<Arc<PortNames>>>);
+
+impl SharedNames {
+    fn set(&self, names: &PortNames) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(names.clone());
+    }
+
+    fn get(&self) -> Arc<PortNames> {
+        Arc::clone(&self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 impl fmt::Debug for Switch {
@@ -394,12 +423,15 @@ impl Switch {
                 })
                 .collect(),
         )?;
+        let names = SharedNames::default();
         Ok(Switch {
             workers,
+            names: names.clone(),
             control: Mutex::new(Control {
                 table,
                 rule_counters,
                 names: PortNames::new(),
+                shared_names: names,
                 ports: BTreeMap::new(),
                 max_masks: cfg.max_masks,
                 next_port_handle: 0,

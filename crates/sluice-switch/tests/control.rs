@@ -253,6 +253,20 @@ fn handles_are_never_reused_and_errors_name_them() {
         Some(format!("no rule with handle {h1}").as_str())
     );
     assert_eq!(sw.dump_flows().len(), 1);
+    // A text batch naming one rule twice by its match: the second line finds nothing (the
+    // message a rule spec gets, not a handle's); the rule is gone once.
+    let rep = sw
+        .del_flows_text("prio 1 dst_ip 10.0.0.1\nprio 1 dst_ip 10.0.0.1\n", false)
+        .expect("del text");
+    assert_eq!(rep.done, 1, "{rep:?}");
+    assert_eq!(rep.errors.len(), 1, "{rep:?}");
+    assert_eq!(rep.errors[0].line, 2);
+    assert_eq!(
+        rep.errors[0].error,
+        sluice_flow::RuleError::NotFound.to_string(),
+        "{rep:?}"
+    );
+    assert!(sw.dump_flows().is_empty());
 }
 
 #[test]

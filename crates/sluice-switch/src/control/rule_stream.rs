@@ -70,6 +70,8 @@ pub struct RuleChunker<R> {
     /// Bytes and lines handed out so far.
     pos: usize,
     line_no: usize,
+    /// The source ended (never read again: a terminal would wait for another end of file).
+    eof: bool,
 }
 
 impl<R: BufRead> RuleChunker<R> {
@@ -83,6 +85,7 @@ impl<R: BufRead> RuleChunker<R> {
             carry: Vec::new(),
             pos: 0,
             line_no: 0,
+            eof: false,
         }
     }
 
@@ -103,9 +106,12 @@ impl<R: BufRead> RuleChunker<R> {
         loop {
             if lines > 0 || buf.is_empty() {
                 start = buf.len();
-                if self.src.read_until(b'\n', &mut buf)? == 0 {
+                if self.eof || self.src.read_until(b'\n', &mut buf)? == 0 {
+                    self.eof = true;
                     break;
                 }
+                // A last line without its newline: the source has ended already.
+                self.eof = buf.last() != Some(&b'\n');
             }
             let line = buf.get(start..).unwrap_or(&[]);
             let Ok(text) = std::str::from_utf8(line) else {
@@ -559,5 +565,36 @@ mod tests {
             .and_then(|x| x.downcast_ref::<NotUtf8>())
             .copied();
         assert_eq!(bad, Some(NotUtf8 { line: 2 }));
+    }
+
+    #[test]
+    fn the_chunker_never_reads_past_the_end_of_its_source() {
+        /// Counts reads that come after the source said it had ended.
+        struct Once<'a> {
+            data: &'a [u8],
+            after_end: usize,
+        }
+        impl io::Read for Once<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                if self.data.is_empty() {
+                    self.after_end += 1;
+                }
+                let n = buf.len().min(self.data.len());
+                buf[..n].copy_from_slice(&self.data[..n]);
+                self.data = &self.data[n..];
+                Ok(n)
+            }
+        }
+        let mut src = Once {
+            data: b"prio 1 action drop\nprio 2 action drop",
+            after_end: 0,
+        };
+        let mut c = RuleChunker::new(io::BufReader::new(&mut src), 10, usize::MAX);
+        assert_eq!(c.next_chunk().unwrap().map(|(c, _)| c.rules), Some(2));
+        assert!(c.next_chunk().unwrap().is_none());
+        assert!(c.next_chunk().unwrap().is_none());
+        drop(c);
+        // One read saw the end (a terminal's ^D); none after it.
+        assert_eq!(src.after_end, 1);
     }
 }

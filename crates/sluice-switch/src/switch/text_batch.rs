@@ -317,9 +317,9 @@ impl PreparedText {
 }
 
 impl Switch {
-    /// The port names, read under the lock.
+    /// The port names, without the control lock.
     fn port_names(&self) -> PortNames {
-        self.control().names.clone()
+        PortNames::clone(&self.names.get())
     }
 
     /// Parses the rules text of an `op` request without the control lock (on several threads
@@ -469,7 +469,8 @@ fn apply_del(
 ) -> Result<TextBatchReply, SwitchError> {
     let mut outcome = parsed.outcome(p.spans.len());
     let mut refs = Vec::with_capacity(parsed.ok.len());
-    let mut found: Vec<(usize, Handle, Mask)> = Vec::with_capacity(parsed.ok.len());
+    // (rule line, handle, mask, named by its match rather than its handle)
+    let mut found: Vec<(usize, Handle, Mask, bool)> = Vec::with_capacity(parsed.ok.len());
     let targets: Vec<(&sluice_flow::Match, u32)> = parsed
         .ok
         .iter()
@@ -485,19 +486,19 @@ fn apply_del(
             DelSpec::Handle(ext) => ctl
                 .int_of
                 .get(*ext)
-                .and_then(|h| Some((RuleRef::Handle(h), h, ctl.table.mask_of(h)?)))
+                .and_then(|h| Some((RuleRef::Handle(h), h, ctl.table.mask_of(h)?, false)))
                 .ok_or_else(|| format!("no rule with handle {ext}")),
             DelSpec::Rule(r) => by_rule
                 .next()
                 .flatten()
                 // Found just now, under the same lock: deleted by its handle.
-                .map(|h| (RuleRef::Handle(h), h, r.matcher.mask))
+                .map(|h| (RuleRef::Handle(h), h, r.matcher.mask, true))
                 .ok_or_else(|| RuleError::NotFound.to_string()),
         };
         let o = match target {
-            Ok((rf, h, mask)) => {
+            Ok((rf, h, mask, by_match)) => {
                 refs.push(rf);
-                found.push((k, h, mask));
+                found.push((k, h, mask, by_match));
                 Ok(ctl.ext(h))
             }
             Err(e) => Err(e),
@@ -509,13 +510,19 @@ fn apply_del(
     if atomic && refuse_all(&mut outcome) {
         return Ok(reply(p, outcome));
     }
-    let saved = ctl.save_rules(found.iter().map(|&(_, h, _)| h));
+    let saved = ctl.save_rules(found.iter().map(|&(_, h, _, _)| h));
     let out = ctl.table.delete_batch(refs, batch_mode(atomic));
-    for ((k, h, mask), r) in found.into_iter().zip(out) {
+    for ((k, h, mask, by_match), r) in found.into_iter().zip(out) {
         match r {
             Ok(()) => ctl.record_delete(h, &mask),
             Err(e) => {
-                let msg = ctl.rule_error(&e);
+                // A rule named by its match fails only when a line before deleted it: it is
+                // no longer found (its handle is an internal detail of this batch).
+                let msg = if by_match && e != RuleError::Aborted {
+                    RuleError::NotFound.to_string()
+                } else {
+                    ctl.rule_error(&e)
+                };
                 if let Some(s) = outcome.get_mut(k) {
                     *s = Err(msg);
                 }

@@ -231,8 +231,11 @@ impl Classifier {
 }
 
 /// Steps between a subtable's hashing and its entries' prefetch in [`Classifier::best_burst`].
-const ENTRY_LAG: usize = 1;
+/// Two steps and four (below) rather than one and two: at 1M rules the buckets and entries are
+/// far out of cache, and the longer distance gave bursts 3.57 → 3.88 M lookups/s (medians of 9
+/// alternating `sluice bench flows` runs, 65 536 flows; 3 → 4 and 5 were no better).
+const ENTRY_LAG: usize = 2;
 /// Steps between a subtable's hashing and its comparisons.
-const COMPARE_LAG: usize = 2;
+const COMPARE_LAG: usize = 4;
 /// Subtables in flight.
 const RING: usize = COMPARE_LAG + 1;

@@ -14,6 +14,7 @@
 //! (`recvmmsg`); [`PacketSocket::send_queued`] sends the frames of a [`SendQueue`], up to
 //! [`SEND_BATCH`], per system call (`sendmmsg`); [`PacketSocket::send`] sends one.
 
+use crate::sockopt::{getsockopt, set_socket_buffer, setsockopt, SocketBuffer};
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -197,11 +198,8 @@ impl PacketSocket {
     /// `net.core.rmem_max` for root; `SO_RCVBUF`, capped by it, otherwise). Returns the size the
     /// kernel reports afterwards (it doubles the value asked for, for its bookkeeping).
     pub fn set_rcvbuf(&self, bytes: usize) -> io::Result<usize> {
-        let want = libc::c_int::try_from(bytes / 2).unwrap_or(libc::c_int::MAX);
-        if setsockopt(&self.fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &want).is_err() {
-            setsockopt(&self.fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &want)
-                .map_err(|e| with_context(e, "SO_RCVBUF"))?;
-        }
+        set_socket_buffer(&self.fd, SocketBuffer::Receive, bytes / 2)
+            .map_err(|e| with_context(e, "SO_RCVBUF"))?;
         let got: libc::c_int = getsockopt(&self.fd, libc::SOL_SOCKET, libc::SO_RCVBUF)
             .map_err(|e| with_context(e, "getsockopt SO_RCVBUF"))?;
         Ok(usize::try_from(got).unwrap_or(0))
@@ -750,46 +748,6 @@ impl Backoff {
         }
         true
     }
-}
-
-fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: `value` points at a live T and the length passed is its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            value as *const T as *const libc::c_void,
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-fn getsockopt<T: Copy>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int) -> io::Result<T> {
-    let mut value = std::mem::MaybeUninit::<T>::zeroed();
-    let mut len = size_of::<T>() as libc::socklen_t;
-    // SAFETY: `value` is writable for `len` bytes, and `len` is a live socklen_t the kernel
-    // updates. The options read here (c_int, tpacket_stats) are plain old data, so the zeroed
-    // or kernel-written bytes are a valid T.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            value.as_mut_ptr().cast::<libc::c_void>(),
-            &mut len,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: zero-initialised, then (partly) written by the kernel: plain old data either way.
-    Ok(unsafe { value.assume_init() })
 }
 
 fn context(what: &str) -> io::Error {

@@ -8,7 +8,7 @@
 //! [`UDP_MAX_SEGMENTS`] datagrams, all but the last exactly `segment` bytes long, the whole
 //! under 64 KiB with the IP and UDP headers ([`UDP_GSO_MAX_PAYLOAD`]).
 
-use crate::sockopt::{set_socket_buffer, setsockopt_int, SocketBuffer};
+use crate::sockopt::{set_socket_buffer, setsockopt, SocketBuffer};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -50,7 +50,7 @@ impl UdpGsoSocket {
         sock.set_nonblocking(true)
             .map_err(|e| ctx("O_NONBLOCK", e))?;
         if gro {
-            setsockopt_int(sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1)
+            setsockopt(&sock, libc::SOL_UDP, libc::UDP_GRO, &1 as &libc::c_int)
                 .map_err(|e| ctx("setsockopt UDP_GRO", e))?;
         }
         Ok(UdpGsoSocket { sock, gro })
@@ -71,9 +71,8 @@ impl UdpGsoSocket {
     /// Sets the send and receive buffer sizes (`SO_SNDBUFFORCE` / `SO_RCVBUFFORCE` as root, else
     /// up to the system's limits).
     pub fn set_buffers(&self, bytes: usize) -> io::Result<()> {
-        let fd = self.sock.as_raw_fd();
-        set_socket_buffer(fd, SocketBuffer::Send, bytes)?;
-        set_socket_buffer(fd, SocketBuffer::Receive, bytes)
+        set_socket_buffer(&self.sock, SocketBuffer::Send, bytes)?;
+        set_socket_buffer(&self.sock, SocketBuffer::Receive, bytes)
     }
 
     /// Sends the concatenation of `parts` to the peer in one `sendmsg`: with `segment`

@@ -8,7 +8,6 @@ use super::{Client, MAX_LINE};
 use crate::switch::{is_rule_line, FlowResult, TextBatchReply, MAX_BATCH};
 use serde_json::Value;
 use std::io::{self, BufRead, Write};
-use std::os::fd::AsRawFd;
 
 /// Most bytes of one chunk's request line (a bound: a byte that JSON escapes as `\u00XX` is
 /// counted as six). Half of [`MAX_LINE`].
@@ -275,7 +274,7 @@ impl Client {
         // Room for a whole request in flight (best effort): the next chunk is in the socket
         // by the time the daemon has parsed this one, instead of crossing in 200 KiB steps.
         let _ = sluice_ports::sockopt::set_socket_buffer(
-            writer.as_raw_fd(),
+            &writer,
             sluice_ports::sockopt::SocketBuffer::Send,
             CHUNK_BYTES + (1 << 20),
         );

@@ -3,7 +3,7 @@
 //! Ethernet header, in a capture of the input's link type.
 
 mod pcap_common;
-use pcap_common::{sluice, write_pcap};
+use pcap_common::{last_json, sluice, write_pcap};
 use std::path::{Path, PathBuf};
 
 const ETH: usize = 14;
@@ -183,8 +183,7 @@ fn switch_with_l3_ports() {
         }
         let out = sluice(&args);
         assert!(out.status.success(), "{args:?}: {out:?}");
-        let s = String::from_utf8_lossy(&out.stdout);
-        serde_json::from_str(s.lines().last().expect("output")).expect("JSON")
+        last_json(&out)
     };
     let ethernet = tmp("sw-eth-out.pcap");
     run(&eth_in, &ethernet, &[]);

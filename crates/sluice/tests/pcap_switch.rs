@@ -3,7 +3,7 @@
 //! whose device lacks TSO gets them from software GSO; rules decide and drops are counted.
 
 mod pcap_common;
-use pcap_common::{sluice, write_pcap};
+use pcap_common::{last_json, sluice, write_pcap};
 use sluice_testkit::segments::*;
 use std::path::{Path, PathBuf};
 
@@ -13,12 +13,6 @@ fn tmp(name: &str) -> PathBuf {
 
 fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
     pcap_common::read_pcap_with(path, true)
-}
-
-fn last_json(out: &std::process::Output) -> serde_json::Value {
-    let s = String::from_utf8_lossy(&out.stdout);
-    let line = s.lines().last().expect("output");
-    serde_json::from_str(line).expect("JSON on the last line")
 }
 
 #[test]

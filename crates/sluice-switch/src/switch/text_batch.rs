@@ -130,9 +130,7 @@ impl<T> Parsed<T> {
     fn outcome(&mut self, n: usize) -> Vec<Result<u64, String>> {
         let mut outcome: Vec<Result<u64, String>> = vec![Ok(0); n];
         for (k, e) in self.errors.drain(..) {
-            if let Some(o) = outcome.get_mut(k) {
-                *o = Err(e);
-            }
+            settle(&mut outcome, k, Err(e));
         }
         outcome
     }
@@ -414,12 +412,14 @@ fn apply_add(
         for ((r, k), ix) in rules.into_iter().zip(at).zip(mask_of) {
             if refused.contains(&r.matcher.mask) {
                 SW_QUOTA_MASKS.inc();
-                if let Some(o) = outcome.get_mut(k) {
-                    *o = Err(format!(
+                settle(
+                    &mut outcome,
+                    k,
+                    Err(format!(
                         "mask quota reached: at most {} distinct masks (max_masks)",
                         ctl.max_masks
-                    ));
-                }
+                    )),
+                );
             } else {
                 kept.0.push(r);
                 kept.1.push(k);
@@ -448,9 +448,7 @@ fn apply_add(
             }
             Err(e) => Err(ctl.rule_error(&e)),
         };
-        if let Some(s) = outcome.get_mut(k) {
-            *s = o;
-        }
+        settle(&mut outcome, k, o);
     }
     for (m, n) in masks.iter().zip(per_mask) {
         ctl.count_mask(m, n);
@@ -503,9 +501,7 @@ fn apply_del(
             }
             Err(e) => Err(e),
         };
-        if let Some(s) = outcome.get_mut(k) {
-            *s = o;
-        }
+        settle(&mut outcome, k, o);
     }
     if atomic && refuse_all(&mut outcome) {
         return Ok(reply(p, outcome));
@@ -523,9 +519,7 @@ fn apply_del(
                 } else {
                     ctl.rule_error(&e)
                 };
-                if let Some(s) = outcome.get_mut(k) {
-                    *s = Err(msg);
-                }
+                settle(&mut outcome, k, Err(msg));
             }
         }
     }
@@ -560,9 +554,7 @@ fn apply_mod(
             }
             None => Err(RuleError::NotFound.to_string()),
         };
-        if let Some(s) = outcome.get_mut(k) {
-            *s = o;
-        }
+        settle(&mut outcome, k, o);
     }
     if atomic && refuse_all(&mut outcome) {
         return Ok(reply(p, outcome));
@@ -572,9 +564,7 @@ fn apply_mod(
     for ((k, _), r) in found.into_iter().zip(out) {
         if let Err(e) = r {
             let msg = ctl.rule_error(&e);
-            if let Some(s) = outcome.get_mut(k) {
-                *s = Err(msg);
-            }
+            settle(&mut outcome, k, Err(msg));
         }
     }
     ctl.persist_modified(
@@ -602,6 +592,13 @@ fn refused_masks(ctl: &Control, masks: &[Mask]) -> HashSet<Mask> {
         }
     }
     refused
+}
+
+/// Sets rule line `k`'s outcome.
+fn settle(outcome: &mut [Result<u64, String>], k: usize, o: Result<u64, String>) {
+    if let Some(slot) = outcome.get_mut(k) {
+        *slot = o;
+    }
 }
 
 /// If any rule already failed, marks every other one as not applied (all or nothing) and

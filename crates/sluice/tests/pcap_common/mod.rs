@@ -12,6 +12,13 @@ pub fn sluice(args: &[&str]) -> std::process::Output {
         .expect("run sluice")
 }
 
+/// The JSON object on the last line of a run's standard output (`--json`).
+pub fn last_json(out: &std::process::Output) -> serde_json::Value {
+    let s = String::from_utf8_lossy(&out.stdout);
+    let line = s.lines().last().expect("output");
+    serde_json::from_str(line).expect("JSON on the last line")
+}
+
 /// `TMPDIR/sluice-TEST-PID-NAME`.
 pub fn tmp(test: &str, name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("sluice-{test}-{}-{name}", std::process::id()))

@@ -1,6 +1,6 @@
-//! Fuzzes the daemon's control request path on a client's bytes: each complete line, split and
-//! trimmed as `serve_connection` does, goes through `control::decode` (the exact decoder the
-//! server runs) and, when it decodes, through `control::handle` against a real [`Switch`] with
+//! Fuzzes the daemon's control request path on a client's bytes: they are read by
+//! `control::next_request` (the reader `serve_connection` runs: lines of JSON, and the raw text
+//! after a `text_bytes` line) and each request goes through `control::handle` against a real [`Switch`] with
 //! no ports (rule batches, text batches, deletes, dumps, trace, features, coverage …). Requests
 //! that would reach the host — `port_add` (creates a TAP or attaches to an interface) and
 //! `port_up` — are decoded but not run. The rules an input inserted are deleted after it, so
@@ -8,7 +8,7 @@
 //!
 //! The same bytes, as UTF-8 text, also go through the client's streaming path: `chunk_rules`
 //! cuts them into whole-line chunks (limits from the first two bytes) and each chunk's
-//! `encode_text_request` line must decode, with `decode`, to exactly that chunk's text.
+//! `encode_text_request` bytes must read back, with `next_request`, as exactly that chunk's text.
 //!
 //! The same bytes, raw (a rules file that may not be UTF-8), also go through `RuleChunker`, the
 //! CLI's streaming reader, over a reader that hands out a few bytes at a time and with the
@@ -23,7 +23,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use sluice_switch::control::{
-    self, chunk_rules, encode_text_request, NotUtf8, Request, RuleChunker, TextOp,
+    self, chunk_rules, encode_text_request, Incoming, NotUtf8, Request, RuleChunker, TextOp,
 };
 use std::io::BufReader;
 use sluice_switch::{Switch, SwitchConfig};
@@ -46,20 +46,16 @@ fn switch() -> &'static Switch {
 fn server_path(data: &[u8]) {
     let sw = switch();
     let stop = AtomicBool::new(false);
-    // The server answers complete lines only; a last line without its newline is never run.
-    let complete = match data.iter().rposition(|&b| b == b'\n') {
-        Some(end) => &data[..=end],
-        None => &[],
-    };
-    for line in complete.split(|&b| b == b'\n') {
-        let body = line.trim_ascii_end();
-        if body.is_empty() {
-            continue;
-        }
-        match control::decode(body) {
-            Err(e) => assert!(e.starts_with("bad request: "), "{e}"),
-            Ok(Request::PortAdd(_) | Request::PortUp { .. }) => {}
-            Ok(req) => {
+    // The server's own reader: lines, and the text that follows a `text_bytes` line. A last
+    // line without its newline (or a text cut short) is never run.
+    let mut reader: &[u8] = data;
+    let mut line = Vec::new();
+    loop {
+        match control::next_request(&mut reader, &mut line, &stop).expect("a slice reads") {
+            Incoming::End | Incoming::Close(_) => break,
+            Incoming::Refused(e) => assert!(e.starts_with("bad request: "), "{e}"),
+            Incoming::Request(Request::PortAdd(_) | Request::PortUp { .. }) => {}
+            Incoming::Request(req) => {
                 if let Ok(v) = control::handle(sw, req, &stop) {
                     let _ = v.to_string();
                 }
@@ -97,13 +93,26 @@ fn stream_path(data: &[u8]) {
         let one_line = part.trim_end_matches('\n').find('\n').is_none();
         assert!(c.rules <= max_rules || one_line);
         for op in [TextOp::Add, TextOp::Del, TextOp::Mod] {
-            let line = encode_text_request(part, op, k % 2 == 0).expect("encode");
-            assert!(line.len() <= max_bytes + 64 || one_line, "chunk {k} too big");
-            let body = line.strip_suffix(b"\n").expect("newline");
-            match control::decode(body).expect("an encoded chunk decodes") {
-                Request::FlowAddText { text, .. } if op == TextOp::Add => assert_eq!(text, part),
-                Request::FlowDelText { text, .. } if op == TextOp::Del => assert_eq!(text, part),
-                Request::FlowModText { text, .. } if op == TextOp::Mod => assert_eq!(text, part),
+            let bytes = encode_text_request(part, op, k % 2 == 0).expect("encode");
+            assert!(bytes.len() <= max_bytes + 80 || one_line, "chunk {k} too big");
+            // Read back by the server's reader: the request, its text exactly the chunk's.
+            let (mut reader, mut buf) = (&bytes[..], Vec::new());
+            let stop = AtomicBool::new(false);
+            let read = control::next_request(&mut reader, &mut buf, &stop).expect("reads");
+            let Incoming::Request(req) = read else {
+                panic!("an encoded chunk reads as a request: {read:?}");
+            };
+            assert!(reader.is_empty(), "the request is all of the bytes");
+            match req {
+                Request::FlowAddText { text, .. } if op == TextOp::Add => {
+                    assert_eq!(text.as_deref(), Some(part))
+                }
+                Request::FlowDelText { text, .. } if op == TextOp::Del => {
+                    assert_eq!(text.as_deref(), Some(part))
+                }
+                Request::FlowModText { text, .. } if op == TextOp::Mod => {
+                    assert_eq!(text.as_deref(), Some(part))
+                }
                 other => panic!("decoded to {other:?}"),
             }
         }

@@ -144,16 +144,27 @@ pub enum Request {
     /// by the daemon on several threads outside its control lock, in one batch. The answer
     /// carries only the failed lines and runs of handles ([`crate::switch::TextBatchReply`]).
     FlowAddText {
-        /// The rules, `\n`-separated.
-        text: String,
+        /// The rules, `\n`-separated, in the request line; or `None` with `text_bytes`
+        /// set: the text follows the line as raw bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// The text is not in the line but follows it: exactly this many bytes of UTF-8, not
+        /// escaped (no JSON string to encode and decode: the fast form the CLI sends; at most
+        /// [`MAX_LINE`] bytes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text_bytes: Option<usize>,
         /// All or nothing.
         #[serde(default)]
         atomic: bool,
     },
     /// Delete rules given as text, one spec per line (as in `flow_del`), in one batch.
     FlowDelText {
-        /// The specs, `\n`-separated.
-        text: String,
+        /// The specs, `\n`-separated (or `None`: see `flow_add_text`'s `text_bytes`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// The text follows the request line as this many raw bytes (as for `flow_add_text`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text_bytes: Option<usize>,
         /// All or nothing.
         #[serde(default)]
         atomic: bool,
@@ -162,8 +173,12 @@ pub enum Request {
     /// match and priority name an existing rule, the actions are its new ones), in place and in
     /// one batch; a line whose match and priority no rule has fails alone.
     FlowModText {
-        /// The rules, `\n`-separated.
-        text: String,
+        /// The rules, `\n`-separated (or `None`: see `flow_add_text`'s `text_bytes`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// The text follows the request line as this many raw bytes (as for `flow_add_text`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text_bytes: Option<usize>,
         /// All or nothing.
         #[serde(default)]
         atomic: bool,
@@ -257,19 +272,31 @@ pub fn handle(switch: &Switch, req: Request, stop: &AtomicBool) -> Result<Value,
                 .del_flows(&specs, atomic)
                 .map_err(|e| e.to_string())?,
         )?,
-        Request::FlowAddText { text, atomic } => to_value(
+        Request::FlowAddText {
+            text,
+            text_bytes,
+            atomic,
+        } => to_value(
             switch
-                .add_flows_text(&text, atomic)
+                .add_flows_text(&inline_text(text, text_bytes)?, atomic)
                 .map_err(|e| e.to_string())?,
         )?,
-        Request::FlowModText { text, atomic } => to_value(
+        Request::FlowModText {
+            text,
+            text_bytes,
+            atomic,
+        } => to_value(
             switch
-                .mod_flows_text(&text, atomic)
+                .mod_flows_text(&inline_text(text, text_bytes)?, atomic)
                 .map_err(|e| e.to_string())?,
         )?,
-        Request::FlowDelText { text, atomic } => to_value(
+        Request::FlowDelText {
+            text,
+            text_bytes,
+            atomic,
+        } => to_value(
             switch
-                .del_flows_text(&text, atomic)
+                .del_flows_text(&inline_text(text, text_bytes)?, atomic)
                 .map_err(|e| e.to_string())?,
         )?,
         Request::FlowDump { stats: false } => to_value(switch.dump_flows())?,
@@ -335,24 +362,85 @@ enum Work {
     Close(String),
 }
 
-/// Decodes one request line (without its newline) and, for a rules text, parses its rules
-/// (outside the control lock: [`Switch::prepare_text`]).
-fn read_work(switch: &Switch, line: &[u8]) -> Work {
-    let req = match decode(line) {
-        Ok(r) => r,
-        Err(error) => {
-            CTL_BAD_REQUESTS.inc();
-            tracing::debug!("control request refused: {error}");
-            return Work::Refused(error);
-        }
-    };
-    let (op, text, atomic) = match req {
-        Request::FlowAddText { text, atomic } => (TextOp::Add, text, atomic),
-        Request::FlowDelText { text, atomic } => (TextOp::Del, text, atomic),
-        Request::FlowModText { text, atomic } => (TextOp::Mod, text, atomic),
+/// The refusal of a rules-text request with both `text` and `text_bytes`.
+const TEXT_TWICE: &str =
+    "give the rules in `text` or after the request line (`text_bytes`), not both";
+
+/// The text of a rules-text request given in its line (`text`); an error for a request whose
+/// text was to follow its line (`text_bytes`), which only a connection's reader takes in, or
+/// that has neither or both.
+fn inline_text(text: Option<String>, text_bytes: Option<usize>) -> Result<String, String> {
+    match (text, text_bytes) {
+        (Some(t), None) => Ok(t),
+        (Some(_), Some(_)) => Err(TEXT_TWICE.into()),
+        (None, Some(_)) => Err("`text_bytes`: the text follows the request line, \
+             which only a control connection reads; give the rules in `text` instead"
+            .into()),
+        (None, None) => Err("missing the rules: `text` (or `text_bytes`)".into()),
+    }
+}
+
+/// How many raw bytes of text follow the line of `req` (a rules-text request with
+/// `text_bytes`; they follow it even if the request also has `text`, which is refused after
+/// they are read, so the stream stays in step).
+fn attached_len(req: &Request) -> Option<usize> {
+    match req {
+        Request::FlowAddText { text_bytes, .. }
+        | Request::FlowDelText { text_bytes, .. }
+        | Request::FlowModText { text_bytes, .. } => *text_bytes,
+        _ => None,
+    }
+}
+
+/// `req` (a rules-text request whose text followed its line) with that text in it; an error
+/// if the text was not UTF-8 or the request had a `text` too.
+fn with_text(req: Request, text: Result<String, String>) -> Result<Request, String> {
+    Ok(match req {
+        Request::FlowAddText { text: Some(_), .. }
+        | Request::FlowDelText { text: Some(_), .. }
+        | Request::FlowModText { text: Some(_), .. } => return Err(TEXT_TWICE.into()),
+        Request::FlowAddText { atomic, .. } => Request::FlowAddText {
+            text: Some(text?),
+            text_bytes: None,
+            atomic,
+        },
+        Request::FlowDelText { atomic, .. } => Request::FlowDelText {
+            text: Some(text?),
+            text_bytes: None,
+            atomic,
+        },
+        Request::FlowModText { atomic, .. } => Request::FlowModText {
+            text: Some(text?),
+            text_bytes: None,
+            atomic,
+        },
+        other => other,
+    })
+}
+
+/// A decoded request to run; a rules text has its rules parsed here (outside the control
+/// lock: [`Switch::prepare_text`]).
+fn read_work(switch: &Switch, req: Request) -> Work {
+    let (op, text, text_bytes, atomic) = match req {
+        Request::FlowAddText {
+            text,
+            text_bytes,
+            atomic,
+        } => (TextOp::Add, text, text_bytes, atomic),
+        Request::FlowDelText {
+            text,
+            text_bytes,
+            atomic,
+        } => (TextOp::Del, text, text_bytes, atomic),
+        Request::FlowModText {
+            text,
+            text_bytes,
+            atomic,
+        } => (TextOp::Mod, text, text_bytes, atomic),
         other => return Work::Request(other),
     };
-    let prepared = switch.prepare_text(op, text).map_err(|e| e.to_string());
+    let prepared = inline_text(text, text_bytes)
+        .and_then(|text| switch.prepare_text(op, text).map_err(|e| e.to_string()));
     Work::Text(prepared, atomic)
 }
 
@@ -382,7 +470,14 @@ fn respond(switch: &Switch, work: Work, stop: &AtomicBool) -> Value {
 
 /// Answers one request line (without its newline): the response object.
 pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
-    respond(switch, read_work(switch, line), stop)
+    let work = match decode(line) {
+        Ok(req) => read_work(switch, req),
+        Err(error) => {
+            count_refusal(&error);
+            Work::Refused(error)
+        }
+    };
+    respond(switch, work, stop)
 }
 
 /// Serves one connection until it closes, `stop` is set, it sends an over-long line, or a
@@ -452,29 +547,71 @@ fn answer(switch: &Switch, writer: &UnixStream, stop: &AtomicBool, work: Work) -
     Ok(!close)
 }
 
-/// Reads request lines until the stream ends, `stop` is set, a line is too long or `sink`
-/// says no more; hands each request to `sink` (`Ok(false)`: stop reading).
+/// Reads requests until the stream ends, `stop` is set, a line is too long or `sink` says no
+/// more; hands each request to `sink` (`Ok(false)`: stop reading).
 fn read_requests(
     switch: &Switch,
     stream: &UnixStream,
     stop: &AtomicBool,
     mut sink: impl FnMut(Work) -> io::Result<bool>,
 ) -> io::Result<()> {
-    // Big reads: a rule batch is a request line of megabytes.
+    // Big reads: a rule batch is megabytes of text.
     let mut reader = BufReader::with_capacity(1 << 20, stream);
     let mut line = Vec::new();
     loop {
-        if stop.load(Ordering::SeqCst) {
+        let work = match next_request(&mut reader, &mut line, stop)? {
+            Incoming::End => return Ok(()),
+            Incoming::Request(req) => read_work(switch, req),
+            Incoming::Refused(error) => Work::Refused(error),
+            Incoming::Close(error) => {
+                sink(Work::Close(error))?;
+                return Ok(());
+            }
+        };
+        if !sink(work)? {
             return Ok(());
         }
+    }
+}
+
+/// What a connection's reader takes from its stream next ([`next_request`]).
+#[derive(Debug)]
+pub enum Incoming {
+    /// A request, with its text in it if the text followed the line (`text_bytes`).
+    Request(Request),
+    /// A request refused (bad JSON, unknown command, attached text not UTF-8): its error,
+    /// counted; the connection goes on.
+    Refused(String),
+    /// A refusal after which the connection closes (a line longer than [`MAX_LINE`], or more
+    /// attached text than that): its error, counted.
+    Close(String),
+    /// The stream ended (a request cut off by the end is counted and never run) or `stop` is
+    /// set.
+    End,
+}
+
+/// The next request of a connection, read from `reader` as the server reads it: one line of
+/// JSON (blank lines skipped), then, for a rules text sent with `text_bytes`, exactly that
+/// many bytes of text. `line` is the reader's buffer, reused across calls. Read timeouts
+/// (`WouldBlock` / `TimedOut`) and interruptions are waited through, checking `stop`.
+pub fn next_request(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    stop: &AtomicBool,
+) -> io::Result<Incoming> {
+    line.clear();
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(Incoming::End);
+        }
         let room = (MAX_LINE + 1).saturating_sub(line.len()) as u64;
-        match (&mut reader).take(room).read_until(b'\n', &mut line) {
+        match (&mut *reader).take(room).read_until(b'\n', line) {
             Ok(0) => {
                 if !line.is_empty() {
                     // A request cut off by the end of the stream: never executed.
                     CTL_BAD_REQUESTS.inc();
                 }
-                return Ok(());
+                return Ok(Incoming::End);
             }
             Ok(_) => {}
             Err(e)
@@ -492,20 +629,95 @@ fn read_requests(
             if line.len() > MAX_LINE {
                 CTL_BAD_REQUESTS.inc();
                 CTL_LINE_TOO_LONG.inc();
-                let error = format!(
+                return Ok(Incoming::Close(format!(
                     "request line longer than {MAX_LINE} bytes (MAX_LINE); closing the connection"
-                );
-                sink(Work::Close(error))?;
-                return Ok(());
+                )));
             }
             continue; // a timeout mid-line: keep reading
         }
-        let body = trim_line(&line);
-        if !body.is_empty() && !sink(read_work(switch, body))? {
-            return Ok(());
+        if trim_line(line).is_empty() {
+            line.clear();
+            continue;
         }
-        line.clear();
+        break;
     }
+    let req = match decode(trim_line(line)) {
+        Ok(req) => req,
+        Err(error) => return Ok(refused_incoming(error)),
+    };
+    let Some(n) = attached_len(&req) else {
+        return Ok(Incoming::Request(req));
+    };
+    if n > MAX_LINE {
+        CTL_BAD_REQUESTS.inc();
+        CTL_LINE_TOO_LONG.inc();
+        return Ok(Incoming::Close(format!(
+            "text_bytes {n} is more than {MAX_LINE} (MAX_LINE); closing the connection"
+        )));
+    }
+    line.clear();
+    if !read_attached(reader, line, n, stop)? {
+        // The stream ended (or the daemon stops) inside the text: never run.
+        CTL_BAD_REQUESTS.inc();
+        return Ok(Incoming::End);
+    }
+    let text = attached_text(std::mem::take(line));
+    Ok(match with_text(req, text) {
+        Ok(req) => Incoming::Request(req),
+        Err(error) => refused_incoming(format!("bad request: {error}")),
+    })
+}
+
+/// A refused request: counted, its error for the client.
+fn refused_incoming(error: String) -> Incoming {
+    count_refusal(&error);
+    Incoming::Refused(error)
+}
+
+/// Counts (and logs at debug level) a refused request.
+fn count_refusal(error: &str) {
+    CTL_BAD_REQUESTS.inc();
+    tracing::debug!("control request refused: {error}");
+}
+
+/// Reads the `n` bytes of text that follow a request line into `buf` (empty), through read
+/// timeouts; `false` when the stream ends first or `stop` is set.
+fn read_attached(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    n: usize,
+    stop: &AtomicBool,
+) -> io::Result<bool> {
+    buf.reserve_exact(n);
+    while buf.len() < n {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let want = (n - buf.len()) as u64;
+        match (&mut *reader).take(want).read_to_end(buf) {
+            Ok(0) => return Ok(false),
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Attached bytes as the text they must be: UTF-8, else which line is not.
+fn attached_text(bytes: Vec<u8>) -> Result<String, String> {
+    String::from_utf8(bytes).map_err(|e| {
+        let bad = e.utf8_error().valid_up_to();
+        let before = e.as_bytes().get(..bad).unwrap_or_default();
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        format!("the attached text is not valid UTF-8 (line {line})")
+    })
 }
 
 /// Writes one response line; a write that times out (the client does not read) is counted.

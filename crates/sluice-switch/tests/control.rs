@@ -376,3 +376,103 @@ fn back_to_back_requests_run_in_order_with_read_ahead() {
     let del = answer(&mut r);
     assert_eq!(del["ok"], json!(true), "{del}");
 }
+
+/// A rules text sent after its request line (`text_bytes`, what the CLI sends): the exact
+/// number of bytes is the text, newlines and all; the connection stays in step after a text
+/// that is not UTF-8 or that came with a `text` too (both refused and counted, nothing
+/// inserted); a request cut off inside its text is never run; too big a `text_bytes` closes
+/// the connection.
+#[test]
+fn rules_text_after_the_request_line() {
+    let _serial = one_at_a_time();
+    let d = Daemon::start("attached");
+    let (mut r, mut w) = d.raw();
+    let text = "prio 1 dst_ip 10.0.0.0/8 action drop\n# c\n\nprio 2 dst_ip 10.1.0.0/16 action drop";
+    let send = |w: &mut UnixStream, head: Value, body: &[u8]| {
+        let mut bytes = head.to_string().into_bytes();
+        bytes.push(b'\n');
+        bytes.extend_from_slice(body);
+        w.write_all(&bytes).expect("write");
+    };
+    send(
+        &mut w,
+        json!({"cmd": "flow_add_text", "text_bytes": text.len()}),
+        text.as_bytes(),
+    );
+    let a = answer(&mut r);
+    assert_eq!(a["result"]["rules"], json!(2), "{a}");
+    assert_eq!(a["result"]["done"], json!(2), "{a}");
+    assert_eq!(a["result"]["lines"], json!(4), "{a}");
+    let before = CTL_BAD_REQUESTS.value();
+    // Not UTF-8 on its second line: refused whole, naming the line.
+    let bad = b"prio 3 action drop\n\xff\xfe\n";
+    send(
+        &mut w,
+        json!({"cmd": "flow_add_text", "text_bytes": bad.len()}),
+        bad,
+    );
+    let a = answer(&mut r);
+    assert_eq!(a["ok"], json!(false), "{a}");
+    assert!(a["error"].as_str().unwrap_or("").contains("line 2"), "{a}");
+    // Both forms at once: refused, the attached bytes read (not taken for the next line).
+    send(
+        &mut w,
+        json!({"cmd": "flow_add_text", "text": "prio 4 action drop", "text_bytes": 18}),
+        b"prio 5 action drop",
+    );
+    let a = answer(&mut r);
+    assert!(
+        a["error"].as_str().unwrap_or("").contains("not both"),
+        "{a}"
+    );
+    assert_eq!(CTL_BAD_REQUESTS.value(), before + 2);
+    // `text_bytes` where no stream follows (a request handled on its own): refused.
+    let sw = Switch::start(SwitchConfig::default()).expect("switch starts");
+    let stop = AtomicBool::new(false);
+    let a = sluice_switch::control::answer_line(
+        &sw,
+        br#"{"cmd":"flow_del_text","text_bytes":3}"#,
+        &stop,
+    );
+    assert!(
+        a["error"].as_str().unwrap_or("").contains("text_bytes"),
+        "{a}"
+    );
+    // The connection is in step: only the first two rules are in.
+    send(&mut w, json!({"cmd": "flow_dump"}), b"");
+    let dump = answer(&mut r);
+    assert_eq!(dump["result"].as_array().map(Vec::len), Some(2), "{dump}");
+    // Cut off inside its text, then the client goes away: counted, never run.
+    let before = CTL_BAD_REQUESTS.value();
+    {
+        let (_r2, mut w2) = d.raw();
+        send(
+            &mut w2,
+            json!({"cmd": "flow_add_text", "text_bytes": 100}),
+            b"prio 9 action drop\n",
+        );
+    }
+    wait_until(
+        "the cut-off text to be counted",
+        Duration::from_secs(10),
+        || CTL_BAD_REQUESTS.value() > before,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    send(&mut w, json!({"cmd": "flow_dump"}), b"");
+    let dump = answer(&mut r);
+    assert_eq!(dump["result"].as_array().map(Vec::len), Some(2), "{dump}");
+    // More than MAX_LINE announced: refused and the connection closed.
+    let max = sluice_switch::control::MAX_LINE;
+    send(
+        &mut w,
+        json!({"cmd": "flow_add_text", "text_bytes": max + 1}),
+        b"",
+    );
+    let a = answer(&mut r);
+    assert!(
+        a["error"].as_str().unwrap_or("").contains("MAX_LINE"),
+        "{a}"
+    );
+    let mut rest = String::new();
+    assert_eq!(r.read_line(&mut rest).expect("end of stream"), 0);
+}

@@ -1,6 +1,7 @@
 //! Streaming a rules text to the daemon: the text is cut into `flow_add_text` /
 //! `flow_del_text` requests of whole lines (at most [`MAX_BATCH`] rule lines and
-//! [`CHUNK_BYTES`] encoded bytes each), written by one thread in large writes while the calling
+//! [`CHUNK_BYTES`] bytes each, the text after its request line as it is: `text_bytes`),
+//! written by one thread in large writes while the calling
 //! thread reads the replies (the daemon answers in order), so the client never waits for a
 //! reply before sending the next chunk.
 
@@ -9,8 +10,8 @@ use crate::switch::{is_rule_line, FlowResult, TextBatchReply, MAX_BATCH};
 use serde_json::Value;
 use std::io::{self, BufRead, Write};
 
-/// Most bytes of one chunk's request line (a bound: a byte that JSON escapes as `\u00XX` is
-/// counted as six). Half of [`MAX_LINE`].
+/// Most bytes of text in one request (half of [`MAX_LINE`], the most a daemon takes after one
+/// request line).
 pub const CHUNK_BYTES: usize = MAX_LINE / 2;
 
 /// Rule lines of the first request of a stream (the next ones double up to [`MAX_BATCH`]).
@@ -27,15 +28,6 @@ pub struct RuleChunk {
     pub first_line: usize,
     /// Rule lines in the chunk (blank and `#` comment lines excluded).
     pub rules: usize,
-}
-
-/// An upper bound of the JSON-escaped length of `line` plus its newline.
-fn encoded_bound(line: &[u8]) -> usize {
-    let special = line
-        .iter()
-        .filter(|&&b| b < 0x20 || b == b'"' || b == b'\\')
-        .count();
-    line.len() + 2 + 5 * special
 }
 
 /// A line of a rules text that is not UTF-8 (the error inside the `io::Error` of
@@ -56,8 +48,8 @@ impl std::error::Error for NotUtf8 {}
 
 /// Cuts a rules text read from `src` into chunks of whole lines as they are read, so that the
 /// first request goes out before the rest of a big file is read: each chunk has at most
-/// `max_rules` rule lines and `max_bytes` of encoded request (a single line longer than that is
-/// a chunk of its own, which the daemon refuses as too long).
+/// `max_rules` rule lines and `max_bytes` bytes (a single line longer than that is a chunk of
+/// its own, which the daemon refuses if it is too long).
 pub struct RuleChunker<R> {
     src: R,
     max_rules: usize,
@@ -137,7 +129,7 @@ impl<R: BufRead> RuleChunker<R> {
                 ));
             };
             let rule = is_rule_line(text);
-            let cost = encoded_bound(line);
+            let cost = line.len();
             if lines > 0 && (size + cost > self.max_bytes || (rule && rules + 1 > self.limit)) {
                 self.carry = buf.split_off(start);
                 break;
@@ -166,8 +158,8 @@ impl<R: BufRead> RuleChunker<R> {
 }
 
 /// Cuts `text` into chunks of whole lines, each of at most `max_rules` rule lines and
-/// `max_bytes` of encoded request (a single line longer than that is a chunk of its own, which
-/// the daemon refuses as too long): [`RuleChunker`] over a text in memory.
+/// `max_bytes` bytes (a single line longer than that is a chunk of its own, which the daemon
+/// refuses if it is too long): [`RuleChunker`] over a text in memory.
 pub fn chunk_rules(text: &str, max_rules: usize, max_bytes: usize) -> Vec<RuleChunk> {
     let mut chunker = RuleChunker::new(text.as_bytes(), max_rules, max_bytes);
     let mut out = Vec::new();
@@ -209,14 +201,16 @@ impl TextOp {
     }
 }
 
-/// The request line (newline included) carrying `text`.
+/// The request carrying `text`: its line (newline included), then the text as it is
+/// (`text_bytes`, `docs/control.md`).
 pub fn encode_text_request(text: &str, op: TextOp, atomic: bool) -> io::Result<Vec<u8>> {
-    let mut v = Vec::with_capacity(text.len() + text.len() / 32 + 64);
+    let mut v = Vec::with_capacity(text.len() + 80);
     write_text_request(&mut v, text, op, atomic)?;
     Ok(v)
 }
 
-/// Writes the request line (newline included) carrying `text` to `w`.
+/// Writes the request carrying `text` to `w`: a line that says how many bytes of text follow
+/// (`text_bytes`), then the text unescaped — nothing for either side to encode or decode.
 pub fn write_text_request(
     mut w: impl Write,
     text: &str,
@@ -224,9 +218,12 @@ pub fn write_text_request(
     atomic: bool,
 ) -> io::Result<()> {
     let cmd = op.cmd();
-    write!(w, "{{\"cmd\":\"{cmd}\",\"atomic\":{atomic},\"text\":")?;
-    serde_json::to_writer(&mut w, text).map_err(io::Error::other)?;
-    w.write_all(b"}\n")
+    let n = text.len();
+    writeln!(
+        w,
+        "{{\"cmd\":\"{cmd}\",\"atomic\":{atomic},\"text_bytes\":{n}}}"
+    )?;
+    w.write_all(text.as_bytes())
 }
 
 impl Client {
@@ -410,47 +407,47 @@ mod tests {
     use super::*;
     use crate::control::Request;
 
-    fn decode(line: &[u8]) -> Request {
-        assert_eq!(line.last(), Some(&b'\n'));
-        serde_json::from_slice(line.strip_suffix(b"\n").unwrap()).unwrap()
+    /// The request of an encoded text request, and the text after its line.
+    fn decode(bytes: Vec<u8>) -> (Request, String) {
+        let nl = bytes.iter().position(|&b| b == b'\n').unwrap();
+        let req: Request = serde_json::from_slice(&bytes[..nl]).unwrap();
+        (req, String::from_utf8(bytes[nl + 1..].to_vec()).unwrap())
     }
 
     #[test]
-    fn encoded_requests_decode_to_the_text() {
+    fn encoded_requests_carry_the_text_after_their_line() {
         let text = "prio 1 dst_ip 10.0.0.0/8 action drop\n# \"quoted\" \\ \t\u{1}\n";
-        let r = decode(&encode_text_request(text, TextOp::Add, true).unwrap());
+        let (r, after) = decode(encode_text_request(text, TextOp::Add, true).unwrap());
         assert_eq!(
             r,
             Request::FlowAddText {
-                text: text.into(),
+                text: None,
+                text_bytes: Some(text.len()),
                 atomic: true
             }
         );
-        let r = decode(&encode_text_request("handle 3", TextOp::Del, false).unwrap());
+        assert_eq!(after, text);
+        let (r, after) = decode(encode_text_request("handle 3", TextOp::Del, false).unwrap());
         assert_eq!(
             r,
             Request::FlowDelText {
-                text: "handle 3".into(),
+                text: None,
+                text_bytes: Some(8),
                 atomic: false
             }
         );
+        assert_eq!(after, "handle 3");
         let line = "prio 3 dst_ip 10.0.0.1 action output:2";
-        let r = decode(&encode_text_request(line, TextOp::Mod, true).unwrap());
+        let (r, after) = decode(encode_text_request(line, TextOp::Mod, true).unwrap());
         assert_eq!(
             r,
             Request::FlowModText {
-                text: line.into(),
+                text: None,
+                text_bytes: Some(line.len()),
                 atomic: true
             }
         );
-        // The bound holds for the worst bytes.
-        let nasty = "\u{1}\"\\\n";
-        assert!(
-            encode_text_request(nasty, TextOp::Add, false)
-                .unwrap()
-                .len()
-                < encoded_bound(nasty.as_bytes()) + 64
-        );
+        assert_eq!(after, line);
     }
 
     #[test]
@@ -473,12 +470,10 @@ mod tests {
             assert!(c.start == 0 || text.as_bytes()[c.start - 1] == b'\n');
             assert!(c.rules <= 100, "{c:?}");
             let part = &text[c.start..c.end];
-            let bound: usize = part
-                .split_inclusive('\n')
-                .map(|l| encoded_bound(l.as_bytes()))
-                .sum();
-            assert!(bound <= 2000, "{c:?}");
-            assert!(encode_text_request(part, TextOp::Add, false).unwrap().len() <= bound + 64);
+            assert!(part.len() <= 2000, "{c:?}");
+            assert!(
+                encode_text_request(part, TextOp::Add, false).unwrap().len() <= part.len() + 80
+            );
             assert_eq!(c.first_line, line);
             assert_eq!(
                 c.rules,

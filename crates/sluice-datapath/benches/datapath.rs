@@ -13,6 +13,10 @@
 //!   so the merged packet is segmented and checksummed in software.
 //! - `tcp_vlan`: as `tcp_gso` with `push_vlan` before the output, `b` with every offload (TSO),
 //!   so the merged packet leaves whole, tagged.
+//! - `tso_vlan`: 4 TCP/IPv4 super-frames of 43 × 1448 bytes of one flow (GSO requests, as a
+//!   TAP or a veth's packet socket hands them over), GRO on `a` (they pass through it),
+//!   `push_vlan`, `b` with every offload: a VLAN hop's receiving side. Per received packet =
+//!   per 62 KiB super-frame.
 //!
 //! Usage: `datapath profile SCENARIO POLLS` (untimed; prints the packets received), or
 //! `datapath [POLLS]` to time every scenario (wall clock, noisy on a shared machine).
@@ -170,7 +174,20 @@ fn scenario(name: &str) -> Scenario {
                 Device::new(Features::ALL)
             },
         ),
-        other => panic!("no scenario {other}: small, many, tcp_gso or tcp_vlan"),
+        "tso_vlan" => (
+            vec!["prio 10 in_port a action push_vlan:802.1q:100,output:b"],
+            vec![(0..4u32)
+                .map(|k| {
+                    let (f, mut m) = verified(Seg::tcp4(1 + k * 1448 * 43, 1448 * 43).build());
+                    m.set_gso(sluice_packet::GsoType::TcpV4, 1448, false)
+                        .expect("a GSO request");
+                    (f, m)
+                })
+                .collect()],
+            true,
+            Device::new(Features::ALL),
+        ),
+        other => panic!("no scenario {other}: small, many, tcp_gso, tcp_vlan or tso_vlan"),
     };
     let mut table = FlowTable::new(TableConfig::default());
     let parsed = rules
@@ -237,7 +254,7 @@ fn main() {
         return;
     }
     let polls: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20_000);
-    for name in ["small", "many", "tcp_gso", "tcp_vlan"] {
+    for name in ["small", "many", "tcp_gso", "tcp_vlan", "tso_vlan"] {
         let mut s = scenario(name);
         run(&mut s, polls / 10);
         let t = Instant::now();

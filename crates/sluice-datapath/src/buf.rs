@@ -131,6 +131,16 @@ impl PacketBuf {
         self.data[self.start..self.end].copy_from_slice(frame);
     }
 
+    /// Appends `bytes` to the frame, growing the buffer if its room is too small.
+    pub fn append(&mut self, bytes: &[u8]) {
+        let end = self.end + bytes.len();
+        if self.data.len() < end {
+            self.data.resize(end, 0);
+        }
+        self.data[self.end..end].copy_from_slice(bytes);
+        self.end = end;
+    }
+
     /// Removes the first `n` bytes; `false` (and nothing changed) if the frame is shorter.
     pub fn pull(&mut self, n: usize) -> bool {
         if n > self.len() {

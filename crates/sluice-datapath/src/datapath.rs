@@ -3,9 +3,14 @@
 //!
 //! A [`Datapath`] owns its ports and is driven by one thread calling [`Datapath::poll_once`]
 //! (the switch waits for readiness between empty polls; see the `sluice` binary). Each poll takes
-//! up to [`DatapathConfig::batch`] frames from every port in turn. A port with GRO on feeds its
-//! batch to its own [`GroEngine`](sluice_offload::gro::GroEngine) and flushes it at the batch end (Linux's end-of-NAPI-poll
-//! rule), so merged packets never wait for a later poll. Every packet of the burst (or of the
+//! up to [`DatapathConfig::batch`] frames from every port in turn. A port with GRO on hands its
+//! batch to its own [`GroEngine`](sluice_offload::gro::GroEngine) in the engine's zero-copy
+//! burst mode (`coalesce_burst`: Linux's rules, flushed at the batch end like the end of a NAPI
+//! poll, so merged packets never wait for a later poll): a frame that joins nothing — a
+//! super-frame the device merged already, an ACK — goes on in its own receive buffer, and a
+//! merged packet is built once in a pool buffer with headroom (a pushed tag or tunnel header
+//! moves nothing). (With [`GroConfig::max_age`](sluice_offload::gro::GroConfig::max_age) above 0 the copying mode holds packets across
+//! polls instead.) Every packet of the burst (or of the
 //! GRO output) is then parsed once and its [`FlowKey`](sluice_flow::FlowKey) extracted; the keys are looked up
 //! together in the flow table snapshot taken for the burst (lock-free; through a per-datapath
 //! exact-match cache, the misses in one batched classifier lookup), and each packet's actions
@@ -15,8 +20,7 @@
 //! insertion happen only for what that egress device cannot do, as late as possible. Sends are
 //! flushed per port at the end of the poll.
 //!
-//! Buffers come from a [`BufPool`] and go back to it; GRO output buffers go back to their
-//! engine; transmit preparation reuses one [`TxOutput`](sluice_offload::tx::TxOutput). Nothing is allocated per packet once
+//! Buffers come from a [`BufPool`] and go back to it (GRO output included); transmit preparation reuses one [`TxOutput`](sluice_offload::tx::TxOutput). Nothing is allocated per packet once
 //! warm.
 //!
 //! Every drop is counted twice: per port ([`PortStats`]) and in a coverage counter.
@@ -38,7 +42,7 @@ use crate::rule_stats::{self, RuleCounters};
 use sluice_coverage::{counter, Counter};
 use sluice_flow::{Action, ExactCache, FlowKey, HitRef, Reader};
 use sluice_offload::features::{Device, DeviceLimits, Feature, Features};
-use sluice_offload::gro::{GroConfig, GroEngine, GroStats};
+use sluice_offload::gro::{GroBurst, GroConfig, GroEngine, GroStats};
 use sluice_offload::gso::{segment, CsumMode, GsoOutput, GsoParams};
 use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket, TxSteps};
 use sluice_packet::rewrite::defer_gso_l4_checksum;
@@ -328,8 +332,22 @@ pub struct Datapath {
     gro_out: Vec<PacketBuf>,
     /// A received burst with its UDP-GSO tunnel frames split (see `split_tunnel_uso`).
     rx_split: Vec<PacketBuf>,
-    /// The datagrams of one UDP-GSO tunnel frame.
+    /// The datagrams of the UDP-GSO tunnel frames of one burst.
     uso: GsoOutput,
+    /// Where each frame of a GRO burst is (see `gro_burst`).
+    burst_srcs: Vec<BurstSrc>,
+    /// The metadata of each frame of a GRO burst.
+    burst_metas: Vec<OffloadMeta>,
+    /// A GRO burst's output: rewritten headers and pieces of the burst's frames.
+    burst_out: GroBurst,
+}
+
+/// Where a frame of a GRO burst is: a received buffer (by its index in the burst), or a
+/// datagram split from a received UDP-GSO tunnel frame (by its index in `Datapath::uso`).
+#[derive(Debug, Clone, Copy)]
+enum BurstSrc {
+    Rx(usize),
+    Uso(usize),
 }
 
 /// Packets classified together (one batched lookup).
@@ -364,6 +382,9 @@ impl Datapath {
             gro_out: Vec::new(),
             rx_split: Vec::new(),
             uso: GsoOutput::new(),
+            burst_srcs: Vec::new(),
+            burst_metas: Vec::new(),
+            burst_out: GroBurst::new(),
         }
     }
 
@@ -642,10 +663,12 @@ impl Datapath {
         let uso = rx.iter().any(is_tunnel_uso);
         if let Some(mut engine) = slot.gro.take() {
             let before = *engine.stats();
-            if uso {
+            if engine.config().max_age == 0 {
+                // Nothing is held across bursts: the zero-copy burst mode, same rules.
+                self.gro_burst(number, &mut engine, &mut rx, &parse);
+            } else if uso {
                 self.gro_receive_split(&mut engine, &rx, &parse);
             } else {
-                // The engine's batch entry point (the one its benchmark measures).
                 engine.receive_batch(rx.iter().map(|p| (p.frame(), p.meta)), self.now);
             }
             for p in rx.drain(..) {
@@ -675,16 +698,20 @@ impl Datapath {
 
     /// The datagrams of one UDP-GSO frame of VXLAN / Geneve datagrams (what a sender that
     /// packs its tunnel segments sends, Sluice's own `tx_prepare` among them: see
-    /// `sluice_offload::tx`), into `self.uso` (cleared first), so GRO and the decap action see
-    /// ordinary tunnel packets. Software USO: each datagram's IPv4 header checksum is computed
-    /// and its outer UDP checksum left partial, as the frame's was (nothing reads the payload).
-    /// `None` (counted, the frame is to be dropped) when it cannot be split.
-    fn split_uso(&mut self, p: &PacketBuf, parse: &ParseConfig) -> Option<usize> {
+    /// `sluice_offload::tx`), appended to `out`, so GRO and the decap action see ordinary
+    /// tunnel packets. Software USO: each datagram's IPv4 header checksum is computed and its
+    /// outer UDP checksum left partial, as the frame's was (nothing reads the payload). `None`
+    /// (counted, the frame is to be dropped; `out` unchanged) when it cannot be split.
+    fn split_uso(
+        &mut self,
+        p: &PacketBuf,
+        parse: &ParseConfig,
+        out: &mut GsoOutput,
+    ) -> Option<usize> {
         let outer_only = ParseConfig {
             parse_tunnels: false,
             ..*parse
         };
-        self.uso.clear();
         let split = sluice_wire::parse_with(p.frame(), &outer_only)
             .ok()
             .and_then(|layout| {
@@ -692,7 +719,7 @@ impl Datapath {
                 // The frame's outer UDP checksum is partial (a UDP-GSO frame's always is):
                 // so is each datagram's, the pseudo-header sum seeded as a device expects.
                 params.l4_csum = CsumMode::Partial;
-                segment(p.frame(), &layout, &params, &mut self.uso).ok()
+                segment(p.frame(), &layout, &params, out).ok()
             });
         match split {
             Some(k) => {
@@ -713,18 +740,119 @@ impl Datapath {
     /// the engine in its place, straight from the split (the engine copies what it keeps), the
     /// others as they are; then the batch ends.
     fn gro_receive_split(&mut self, engine: &mut GroEngine, rx: &[PacketBuf], parse: &ParseConfig) {
+        let mut uso = std::mem::take(&mut self.uso);
         for p in rx {
             if !is_tunnel_uso(p) {
                 engine.receive(p.frame(), p.meta, self.now);
                 continue;
             }
-            if self.split_uso(p, parse).is_some() {
-                for f in self.uso.frames() {
+            uso.clear();
+            if self.split_uso(p, parse, &mut uso).is_some() {
+                for f in uso.frames() {
                     engine.receive(f, datagram_meta(f, parse), self.now);
                 }
             }
         }
+        self.uso = uso;
         engine.end_batch(self.now);
+    }
+
+    /// A GRO port's burst in the engine's zero-copy burst mode
+    /// ([`GroEngine::coalesce_burst`], for `max_age` 0: the same rules and output order as
+    /// the copying mode, nothing held across bursts). The burst's frames are the received
+    /// ones, a UDP-GSO tunnel frame's datagrams in its place. What comes out:
+    /// - a frame that joined nothing (a super-frame the device already merged, an ACK, a
+    ///   packet of another protocol): **its own received buffer**, headroom and all — no copy,
+    ///   where the copying mode copied every such frame, 64 KiB super-frames included;
+    /// - a merged packet: its rewritten headers and its segments' payloads copied once into
+    ///   a pool buffer, **with headroom**, so a tag pushed or a tunnel header put in front
+    ///   moves nothing (the copying mode's output had none).
+    ///
+    /// Then the burst is classified and forwarded in that order.
+    fn gro_burst(
+        &mut self,
+        number: u32,
+        engine: &mut GroEngine,
+        rx: &mut [PacketBuf],
+        parse: &ParseConfig,
+    ) {
+        let mut uso = std::mem::take(&mut self.uso);
+        let mut srcs = std::mem::take(&mut self.burst_srcs);
+        let mut metas = std::mem::take(&mut self.burst_metas);
+        let mut out = std::mem::take(&mut self.burst_out);
+        uso.clear();
+        srcs.clear();
+        metas.clear();
+        for (i, p) in rx.iter().enumerate() {
+            if !is_tunnel_uso(p) {
+                srcs.push(BurstSrc::Rx(i));
+                metas.push(p.meta);
+                continue;
+            }
+            let first = uso.len();
+            if self.split_uso(p, parse, &mut uso).is_some() {
+                for j in first..uso.len() {
+                    let f = uso.frame(j).unwrap_or_default();
+                    srcs.push(BurstSrc::Uso(j));
+                    metas.push(datagram_meta(f, parse));
+                }
+            }
+        }
+        {
+            let frames: Vec<&[u8]> = srcs.iter().map(|s| burst_frame(*s, rx, &uso)).collect();
+            engine.coalesce_burst(&frames, &metas, &mut out);
+        }
+        let mut burst = std::mem::take(&mut self.gro_out);
+        burst.clear();
+        for bp in out.packets() {
+            let mut pieces = out.pieces(bp);
+            let mut p = if bp.header.is_empty() {
+                // One frame, whole (a trailing pad may be cut off).
+                let Some(piece) = pieces.next() else { continue };
+                match srcs.get(piece.frame) {
+                    Some(&BurstSrc::Rx(i)) if piece.range.start == 0 => {
+                        let Some(slot) = rx.get_mut(i) else { continue };
+                        let mut p = std::mem::replace(slot, PacketBuf::from_vec(Vec::new()));
+                        p.truncate(piece.range.end);
+                        p
+                    }
+                    Some(&src) => {
+                        let mut p = self.pool.get();
+                        let f = burst_frame(src, rx, &uso);
+                        p.set_frame(f.get(piece.range.clone()).unwrap_or_default());
+                        p
+                    }
+                    None => continue,
+                }
+            } else {
+                let mut p = self.pool.get();
+                p.set_frame(out.header(bp));
+                for piece in pieces {
+                    let Some(&src) = srcs.get(piece.frame) else {
+                        continue;
+                    };
+                    p.append(
+                        burst_frame(src, rx, &uso)
+                            .get(piece.range)
+                            .unwrap_or_default(),
+                    );
+                }
+                p
+            };
+            p.meta = bp.meta;
+            p.in_port = number;
+            partial_gro_checksum(&mut p);
+            burst.push(p);
+        }
+        self.process_burst(&mut burst, parse);
+        for p in burst.drain(..) {
+            self.pool.put(p);
+        }
+        self.gro_out = burst;
+        self.uso = uso;
+        self.burst_srcs = srcs;
+        self.burst_metas = metas;
+        self.burst_out = out;
     }
 
     /// Replaces each UDP-GSO tunnel frame in `rx` (a port without GRO) by its datagrams
@@ -737,8 +865,10 @@ impl Datapath {
                 out.push(p);
                 continue;
             }
-            if self.split_uso(&p, parse).is_some() {
-                for f in self.uso.frames() {
+            let mut uso = std::mem::take(&mut self.uso);
+            uso.clear();
+            if self.split_uso(&p, parse, &mut uso).is_some() {
+                for f in uso.frames() {
                     let mut b = self.pool.get();
                     b.set_frame(f);
                     b.in_port = p.in_port;
@@ -746,6 +876,7 @@ impl Datapath {
                     out.push(b);
                 }
             }
+            self.uso = uso;
             self.pool.put(p);
         }
         std::mem::swap(rx, &mut out);
@@ -952,6 +1083,14 @@ fn datagram_meta(f: &[u8], parse: &ParseConfig) -> OffloadMeta {
         meta.checksum_recomputed(Slot::OuterIp);
     }
     meta
+}
+
+/// The bytes of a GRO burst's frame `src` (empty if it is not there).
+fn burst_frame<'a>(src: BurstSrc, rx: &'a [PacketBuf], uso: &'a GsoOutput) -> &'a [u8] {
+    match src {
+        BurstSrc::Rx(i) => rx.get(i).map_or(&[], PacketBuf::frame),
+        BurstSrc::Uso(j) => uso.frame(j).unwrap_or_default(),
+    }
 }
 
 /// A UDP-GSO frame of VXLAN / Geneve datagrams ([`Datapath::split_uso`]).

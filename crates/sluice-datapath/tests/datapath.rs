@@ -248,6 +248,72 @@ fn gro_per_port_merges_and_can_be_switched_off() {
     assert_eq!(hb.take_sent().len(), 20, "GRO off: frames pass one by one");
 }
 
+/// A GRO port's burst (the engine's zero-copy burst mode): a super-frame the device merged
+/// already and a lone UDP datagram go out as they came, a flow's segments merged, each
+/// flow's bytes in order; over many bursts the datapath allocates no more buffers (every
+/// received buffer passed on whole goes back to the pool, none is lost or copied anew).
+#[test]
+fn gro_burst_passes_frames_through_and_merges_flows() {
+    let t = table(&["prio 10 in_port a action output:b"]);
+    let tso = Features::TSO | Features::TX_CSUM_GENERIC | Features::TX_SG;
+    let (mut dp, ha, hb) = with_ports(&t, Device::new(Features::ALL), Device::new(tso), true);
+    let (big, big_meta, big_payload) = super_packet();
+    let segs = stream(&Seg::tcp4(2000, 1448), 10, 1448);
+    let udp = Seg::udp4(300, 1).build();
+    let want: Vec<u8> = segs.iter().flat_map(|s| s.payload.clone()).collect();
+    let mut allocated = Vec::new();
+    for round in 0..40 {
+        ha.inject(&big, big_meta);
+        for (k, s) in segs.iter().enumerate() {
+            let f = s.build();
+            ha.inject(&f, good_meta(&f));
+            if k == 4 {
+                ha.inject(&udp, good_meta(&udp));
+            }
+        }
+        dp.poll_once();
+        let sent = hb.take_sent();
+        assert_eq!(
+            sent.len(),
+            3,
+            "round {round}: super-frame, datagram, merged flow"
+        );
+        let find = |len: usize| sent.iter().find(|(f, _)| f.len() == len);
+        let (f, w) = find(big.len()).expect("the super-frame");
+        // Byte for byte but its TCP checksum, left partial for the TSO device.
+        let l = sluice_wire::parse(f).expect("parses");
+        let csum = l.outer.l4.expect("l4") + 16;
+        assert!(f[..csum] == big[..csum] && f[csum + 2..] == big[csum + 2..]);
+        assert_eq!(w.gso.map(|g| (g.0, g.1)), Some((GsoType::TcpV4, 1448)));
+        assert!(f[l.outer.payload.expect("payload")..] == big_payload[..]);
+        let mut wire = Vec::new();
+        emulate_device(f, w, &ParseConfig::DEFAULT, &mut wire).expect("the device takes it");
+        assert_eq!(wire.len(), 43);
+        wire.iter().for_each(|seg| all_verify(seg));
+        let (f, _) = find(udp.len()).expect("the datagram");
+        assert!(f == &udp);
+        let (f, w) = sent
+            .iter()
+            .find(|(f, _)| f.len() != big.len() && f.len() != udp.len())
+            .expect("the merged flow");
+        assert_eq!(w.gso.map(|g| (g.0, g.1)), Some((GsoType::TcpV4, 1448)));
+        let l = sluice_wire::parse(f).expect("parses");
+        assert!(f[l.outer.payload.expect("payload")..] == want[..]);
+        let mut wire = Vec::new();
+        emulate_device(f, w, &ParseConfig::DEFAULT, &mut wire).expect("the device takes it");
+        assert_eq!(wire.len(), 10);
+        wire.iter().for_each(|seg| all_verify(seg));
+        allocated.push(dp.buffers_allocated());
+    }
+    let st = dp.stats(1).expect("stats");
+    assert_eq!(st.gro.merged_segments, 40 * 9);
+    assert_eq!(
+        allocated[5..].iter().max(),
+        allocated[5..].iter().min(),
+        "no buffer allocated after warm-up: {allocated:?}"
+    );
+}
+
 /// The per-port GRO choices: VXLAN segments merge by their inner flow only with
 /// `gro_tunnel`; plain UDP datagrams merge only with `gro_udp`. Changing them through
 /// `set_options` takes effect on the next batch.

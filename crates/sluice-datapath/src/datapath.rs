@@ -69,6 +69,7 @@ counter!(pub DP_L3_TO_L2_DROPS, "dp_l3_to_l2_drops", "outputs of an L3 packet (f
 counter!(pub DP_NOT_IP_TO_L3_DROPS, "dp_not_ip_to_l3_drops", "outputs of a frame without an IP header to an L3 (TUN) port");
 counter!(pub DP_RX_USO_SPLIT, "dp_rx_uso_split", "received UDP-GSO frames of VXLAN/Geneve datagrams split into their datagrams before GRO");
 counter!(pub DP_RX_USO_DATAGRAMS, "dp_rx_uso_datagrams", "datagrams those frames were split into");
+counter!(pub DP_GRO_BURST_INVALID, "dp_gro_burst_invalid", "GRO burst output naming a frame or bytes the burst does not have (an engine bug): packet or piece dropped");
 counter!(pub DP_RX_USO_SPLIT_DROPS, "dp_rx_uso_split_drops", "received UDP-GSO tunnel frames dropped: they could not be split");
 counter!(pub GRO_FRAMES_IN, "gro_frames_in", "frames fed to software GRO");
 counter!(pub GRO_MERGED_SEGMENTS, "gro_merged_segments", "segments software GRO merged into a held packet");
@@ -77,7 +78,7 @@ counter!(pub GRO_NOT_MERGEABLE, "gro_not_mergeable", "frames software GRO passed
 counter!(pub GRO_CSUM_LEFT_PARTIAL, "gro_csum_left_partial", "merged GRO packets whose L4 checksum was left partial for the egress (as Linux's GRO does)");
 
 /// Every datapath counter, for listings before they fire.
-pub static COUNTERS: [&Counter; 25] = [
+pub static COUNTERS: [&Counter; 26] = [
     &DP_POLLS,
     &DP_RX_PACKETS,
     &DP_TX_FRAMES,
@@ -96,6 +97,7 @@ pub static COUNTERS: [&Counter; 25] = [
     &DP_RX_USO_SPLIT,
     &DP_RX_USO_DATAGRAMS,
     &DP_RX_USO_SPLIT_DROPS,
+    &DP_GRO_BURST_INVALID,
     &GRO_FRAMES_IN,
     &GRO_MERGED_SEGMENTS,
     &GRO_MERGED_PACKETS,
@@ -340,6 +342,9 @@ pub struct Datapath {
     burst_metas: Vec<OffloadMeta>,
     /// A GRO burst's output: rewritten headers and pieces of the burst's frames.
     burst_out: GroBurst,
+    /// The allocation of a GRO burst's list of frames, kept empty between bursts
+    /// ([`borrow_frames`]).
+    burst_frames: Vec<&'static [u8]>,
 }
 
 /// Where a frame of a GRO burst is: a received buffer (by its index in the burst), or a
@@ -385,6 +390,7 @@ impl Datapath {
             burst_srcs: Vec::new(),
             burst_metas: Vec::new(),
             burst_out: GroBurst::new(),
+            burst_frames: Vec::new(),
         }
     }
 
@@ -650,6 +656,14 @@ impl Datapath {
             }
         };
         if self.rx.is_empty() {
+            // A quiet port's held GRO packets (`max_age` above 0) still age out.
+            if let Some(mut engine) = slot.gro.take_if(|e| e.held_segments() > 0) {
+                engine.end_batch(self.now);
+                self.drain_gro_engine(number, &mut engine);
+                if let Some(slot) = self.slots.get_mut(at) {
+                    slot.gro = Some(engine);
+                }
+            }
             return n;
         }
         DP_RX_PACKETS.add(self.rx.len() as u64);
@@ -799,8 +813,10 @@ impl Datapath {
             }
         }
         {
-            let frames: Vec<&[u8]> = srcs.iter().map(|s| burst_frame(*s, rx, &uso)).collect();
+            let mut frames = borrow_frames(&mut self.burst_frames);
+            frames.extend(srcs.iter().map(|s| burst_frame(*s, rx, &uso)));
             engine.coalesce_burst(&frames, &metas, &mut out);
+            self.burst_frames = unborrow_frames(frames);
         }
         let mut burst = std::mem::take(&mut self.gro_out);
         burst.clear();
@@ -808,10 +824,16 @@ impl Datapath {
             let mut pieces = out.pieces(bp);
             let mut p = if bp.header.is_empty() {
                 // One frame, whole (a trailing pad may be cut off).
-                let Some(piece) = pieces.next() else { continue };
+                let Some(piece) = pieces.next() else {
+                    DP_GRO_BURST_INVALID.inc();
+                    continue;
+                };
                 match srcs.get(piece.frame) {
                     Some(&BurstSrc::Rx(i)) if piece.range.start == 0 => {
-                        let Some(slot) = rx.get_mut(i) else { continue };
+                        let Some(slot) = rx.get_mut(i) else {
+                            DP_GRO_BURST_INVALID.inc();
+                            continue;
+                        };
                         let mut p = std::mem::replace(slot, PacketBuf::from_vec(Vec::new()));
                         p.truncate(piece.range.end);
                         p
@@ -822,20 +844,22 @@ impl Datapath {
                         p.set_frame(f.get(piece.range.clone()).unwrap_or_default());
                         p
                     }
-                    None => continue,
+                    None => {
+                        DP_GRO_BURST_INVALID.inc();
+                        continue;
+                    }
                 }
             } else {
                 let mut p = self.pool.get();
                 p.set_frame(out.header(bp));
                 for piece in pieces {
-                    let Some(&src) = srcs.get(piece.frame) else {
-                        continue;
-                    };
-                    p.append(
-                        burst_frame(src, rx, &uso)
-                            .get(piece.range)
-                            .unwrap_or_default(),
-                    );
+                    match srcs
+                        .get(piece.frame)
+                        .and_then(|&src| burst_frame(src, rx, &uso).get(piece.range))
+                    {
+                        Some(b) => p.append(b),
+                        None => DP_GRO_BURST_INVALID.inc(),
+                    }
                 }
                 p
             };
@@ -844,7 +868,10 @@ impl Datapath {
             partial_gro_checksum(&mut p);
             burst.push(p);
         }
-        self.process_burst(&mut burst, parse);
+        // Classified as the copying mode's output is: with the engine's parse configuration
+        // (tunnels only where the port's `gro_tunnel` lets GRO see into them).
+        let gro_parse = engine.config().parse;
+        self.process_burst(&mut burst, &gro_parse);
         for p in burst.drain(..) {
             self.pool.put(p);
         }
@@ -1083,6 +1110,23 @@ fn datagram_meta(f: &[u8], parse: &ParseConfig) -> OffloadMeta {
         meta.checksum_recomputed(Slot::OuterIp);
     }
     meta
+}
+
+/// An empty list of borrowed frames in `spare`'s allocation (taken; the list is empty, so
+/// no reference outlives its burst): no allocation per burst once warm. Collecting a
+/// vector's own iterator into a vector of a same-sized type reuses its buffer.
+fn borrow_frames<'a>(spare: &mut Vec<&'static [u8]>) -> Vec<&'a [u8]> {
+    let mut v = std::mem::take(spare);
+    v.clear();
+    v.into_iter().map(|f| -> &'a [u8] { f }).collect()
+}
+
+/// Gives a burst's list of frames back as the spare allocation ([`borrow_frames`]): emptied
+/// first, so nothing borrowed is kept.
+fn unborrow_frames(mut v: Vec<&[u8]>) -> Vec<&'static [u8]> {
+    v.clear();
+    // Empty: the closure never runs; it only names the element type.
+    v.into_iter().map(|_| -> &'static [u8] { &[] }).collect()
 }
 
 /// The bytes of a GRO burst's frame `src` (empty if it is not there).

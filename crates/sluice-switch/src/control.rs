@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 counter!(pub CTL_REQUESTS, "ctl_requests", "control requests answered");
 counter!(pub CTL_BAD_REQUESTS, "ctl_bad_requests", "control requests refused (bad JSON, unknown command, missing field, too long)");
 counter!(pub CTL_ERRORS, "ctl_errors", "control requests that failed (bad port, bad rule, refused feature …)");
-counter!(pub CTL_LINE_TOO_LONG, "ctl_line_too_long", "control connections closed: a request line longer than MAX_LINE");
+counter!(pub CTL_LINE_TOO_LONG, "ctl_line_too_long", "control connections closed: a request line, or the text announced after it, longer than MAX_LINE (or text of unknown length after a refused line)");
 counter!(pub CTL_PEER_REFUSED, "ctl_peer_refused", "control connections refused: the peer is neither root nor in the socket's group");
 counter!(pub CTL_CONNECTIONS_REFUSED, "ctl_connections_refused", "control connections refused: max_connections already open");
 counter!(pub CTL_ACCEPT_ERRORS, "ctl_accept_errors", "accept() failures survived with back-off (EMFILE, ENFILE, ENOMEM …)");
@@ -362,6 +362,10 @@ enum Work {
     Close(String),
 }
 
+/// The refusal of `text_bytes` where no text can follow the request (not on a connection).
+const NOT_STREAMED: &str = "`text_bytes`: the text follows the request line, which only a \
+     control connection reads; give the rules in `text` instead";
+
 /// The refusal of a rules-text request with both `text` and `text_bytes`.
 const TEXT_TWICE: &str =
     "give the rules in `text` or after the request line (`text_bytes`), not both";
@@ -373,9 +377,7 @@ fn inline_text(text: Option<String>, text_bytes: Option<usize>) -> Result<String
     match (text, text_bytes) {
         (Some(t), None) => Ok(t),
         (Some(_), Some(_)) => Err(TEXT_TWICE.into()),
-        (None, Some(_)) => Err("`text_bytes`: the text follows the request line, \
-             which only a control connection reads; give the rules in `text` instead"
-            .into()),
+        (None, Some(_)) => Err(NOT_STREAMED.into()),
         (None, None) => Err("missing the rules: `text` (or `text_bytes`)".into()),
     }
 }
@@ -470,7 +472,7 @@ fn respond(switch: &Switch, work: Work, stop: &AtomicBool) -> Value {
 
 /// Answers one request line (without its newline): the response object.
 pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
-    let work = match decode(line) {
+    let work = match decode(line).and_then(|r| text_fields_ok(r, false)) {
         Ok(req) => read_work(switch, req),
         Err(error) => {
             count_refusal(&error);
@@ -641,12 +643,32 @@ pub fn next_request(
         }
         break;
     }
-    let req = match decode(trim_line(line)) {
-        Ok(req) => req,
-        Err(error) => return Ok(refused_incoming(error)),
+    let body = trim_line(line);
+    let (req, n) = match decode(body) {
+        Ok(req) => {
+            let n = attached_len(&req);
+            (Ok(req), n)
+        }
+        // A refused line may still announce text after it: that text is skipped, never read
+        // as requests; when how much cannot be told, the connection closes.
+        Err(error) => match announced_len(body) {
+            Announced::None => (Err(error), None),
+            Announced::Bytes(n) => (Err(error), Some(n)),
+            Announced::Unknown => {
+                count_refusal(&error);
+                CTL_LINE_TOO_LONG.inc();
+                return Ok(Incoming::Close(format!(
+                    "{error}; the text after it cannot be told apart from requests \
+                     (`text_bytes` not a byte count): closing the connection"
+                )));
+            }
+        },
     };
-    let Some(n) = attached_len(&req) else {
-        return Ok(Incoming::Request(req));
+    let Some(n) = n else {
+        return Ok(match req.and_then(|r| text_fields_ok(r, true)) {
+            Ok(req) => Incoming::Request(req),
+            Err(error) => refused_incoming(error),
+        });
     };
     if n > MAX_LINE {
         CTL_BAD_REQUESTS.inc();
@@ -656,16 +678,76 @@ pub fn next_request(
         )));
     }
     line.clear();
-    if !read_attached(reader, line, n, stop)? {
-        // The stream ended (or the daemon stops) inside the text: never run.
-        CTL_BAD_REQUESTS.inc();
-        return Ok(Incoming::End);
+    match read_attached(reader, line, n, stop)? {
+        Attached::Complete => {}
+        // The daemon stops: nothing more is run, nothing is the client's fault.
+        Attached::Stopped => return Ok(Incoming::End),
+        Attached::Ended => {
+            // The stream ended inside the text: never run.
+            CTL_BAD_REQUESTS.inc();
+            return Ok(Incoming::End);
+        }
     }
+    let req = match req {
+        Ok(req) => req,
+        Err(error) => {
+            line.clear();
+            return Ok(refused_incoming(error));
+        }
+    };
     let text = attached_text(std::mem::take(line));
     Ok(match with_text(req, text) {
         Ok(req) => Incoming::Request(req),
         Err(error) => refused_incoming(format!("bad request: {error}")),
     })
+}
+
+/// What a request line that does not decode says about text after it.
+enum Announced {
+    /// No `text_bytes` (or not a JSON object): nothing follows.
+    None,
+    /// `text_bytes` is this byte count.
+    Bytes(usize),
+    /// It names `text_bytes` but not as a byte count one can trust.
+    Unknown,
+}
+
+/// How many bytes of text a request line that does not decode as a [`Request`] announces.
+fn announced_len(body: &[u8]) -> Announced {
+    let named = body.windows(12).any(|w| w == b"\"text_bytes\"");
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(o)) => match o.get("text_bytes") {
+            None => Announced::None,
+            Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+                Some(n) => Announced::Bytes(n),
+                None => Announced::Unknown,
+            },
+        },
+        _ if named => Announced::Unknown,
+        _ => Announced::None,
+    }
+}
+
+/// `req` if its rules-text fields are usable (`streamed`: it came from a connection, where
+/// `text_bytes` can be read), else the refusal (`bad request: ...`).
+fn text_fields_ok(req: Request, streamed: bool) -> Result<Request, String> {
+    let (text, text_bytes) = match &req {
+        Request::FlowAddText {
+            text, text_bytes, ..
+        }
+        | Request::FlowDelText {
+            text, text_bytes, ..
+        }
+        | Request::FlowModText {
+            text, text_bytes, ..
+        } => (text.is_some(), text_bytes.is_some()),
+        _ => return Ok(req),
+    };
+    match (text, text_bytes) {
+        (false, false) => Err("bad request: missing the rules: `text` (or `text_bytes`)".into()),
+        (_, true) if !streamed => Err(format!("bad request: {NOT_STREAMED}")),
+        _ => Ok(req),
+    }
 }
 
 /// A refused request: counted, its error for the client.
@@ -681,21 +763,22 @@ fn count_refusal(error: &str) {
 }
 
 /// Reads the `n` bytes of text that follow a request line into `buf` (empty), through read
-/// timeouts; `false` when the stream ends first or `stop` is set.
+/// timeouts.
 fn read_attached(
     reader: &mut impl BufRead,
     buf: &mut Vec<u8>,
     n: usize,
     stop: &AtomicBool,
-) -> io::Result<bool> {
-    buf.reserve_exact(n);
+) -> io::Result<Attached> {
+    // At most a megabyte ahead of what arrived: a header alone reserves no 16 MiB.
+    buf.reserve(n.min(1 << 20));
     while buf.len() < n {
         if stop.load(Ordering::SeqCst) {
-            return Ok(false);
+            return Ok(Attached::Stopped);
         }
         let want = (n - buf.len()) as u64;
         match (&mut *reader).take(want).read_to_end(buf) {
-            Ok(0) => return Ok(false),
+            Ok(0) => return Ok(Attached::Ended),
             Ok(_) => {}
             Err(e)
                 if matches!(
@@ -707,7 +790,17 @@ fn read_attached(
             Err(e) => return Err(e),
         }
     }
-    Ok(true)
+    Ok(Attached::Complete)
+}
+
+/// How reading a request's attached text ended.
+enum Attached {
+    /// All of it is in the buffer.
+    Complete,
+    /// The stream ended first.
+    Ended,
+    /// The daemon stops.
+    Stopped,
 }
 
 /// Attached bytes as the text they must be: UTF-8, else which line is not.

@@ -425,7 +425,31 @@ fn rules_text_after_the_request_line() {
         a["error"].as_str().unwrap_or("").contains("not both"),
         "{a}"
     );
-    assert_eq!(CTL_BAD_REQUESTS.value(), before + 2);
+    // A line refused for something else still has its text skipped, never read as requests
+    // (here a `shutdown` inside it); a text request with no rules at all is refused.
+    let inside = b"{\"cmd\":\"shutdown\"}\n";
+    send(
+        &mut w,
+        json!({"cmd": "flow_add_text", "atomic": 1, "text_bytes": inside.len()}),
+        inside,
+    );
+    let a = answer(&mut r);
+    assert!(
+        a["error"].as_str().unwrap_or("").starts_with("bad request"),
+        "{a}"
+    );
+    send(&mut w, json!({"cmd": "flow_add_text"}), b"");
+    let a = answer(&mut r);
+    assert!(
+        a["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("missing the rules"),
+        "{a}"
+    );
+    send(&mut w, json!({"cmd": "ping"}), b"");
+    assert_eq!(answer(&mut r), json!({"ok": true, "result": "pong"}));
+    assert_eq!(CTL_BAD_REQUESTS.value(), before + 4);
     // `text_bytes` where no stream follows (a request handled on its own): refused.
     let sw = Switch::start(SwitchConfig::default()).expect("switch starts");
     let stop = AtomicBool::new(false);
@@ -461,6 +485,15 @@ fn rules_text_after_the_request_line() {
     send(&mut w, json!({"cmd": "flow_dump"}), b"");
     let dump = answer(&mut r);
     assert_eq!(dump["result"].as_array().map(Vec::len), Some(2), "{dump}");
+    // A refused line whose text length cannot be told: the connection closes.
+    {
+        let (mut r2, mut w2) = d.raw();
+        send(&mut w2, json!({"cmd": "ping", "text_bytes": "12"}), b"");
+        let a = answer(&mut r2);
+        assert!(a["error"].as_str().unwrap_or("").contains("closing"), "{a}");
+        let mut rest = String::new();
+        assert_eq!(r2.read_line(&mut rest).expect("end of stream"), 0);
+    }
     // More than MAX_LINE announced: refused and the connection closed.
     let max = sluice_switch::control::MAX_LINE;
     send(

@@ -17,6 +17,11 @@
 //!   TAP or a veth's packet socket hands them over), GRO on `a` (they pass through it),
 //!   `push_vlan`, `b` with every offload: a VLAN hop's receiving side. Per received packet =
 //!   per 62 KiB super-frame.
+//! - `vxlan_rx`: a VXLAN hop's receiving side: the UDP-GSO frames of VXLAN datagrams that a
+//!   sending switch packs two TSO super-frames into (made once, at setup, by a datapath with
+//!   an `encap` rule and a port that segments plain UDP only), received on `a` with the
+//!   metadata a packet socket's `virtio_net_hdr` gives, GRO on (split, merged by the inner
+//!   flow), `decap`, `b` with TSO. Per received packet = per packed frame.
 //!
 //! Usage: `datapath profile SCENARIO POLLS` (untimed; prints the packets received), or
 //! `datapath [POLLS]` to time every scenario (wall clock, noisy on a shared machine).
@@ -117,6 +122,66 @@ fn verified(frame: Vec<u8>) -> (Vec<u8>, OffloadMeta) {
     (frame, m)
 }
 
+/// The UDP-GSO frames of VXLAN datagrams a sending switch makes of two TSO super-frames (an
+/// `encap` rule, out of a port that segments plain UDP but not tunnels, MTU 1600), each with
+/// the metadata its `virtio_net_hdr` gives a receiving packet socket.
+fn packed_vxlan() -> Vec<(Vec<u8>, OffloadMeta)> {
+    use sluice_datapath::{MemPort, PortOptions};
+    use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_NEEDS_CSUM, GSO_UDP_L4};
+    let mut names = PortNames::new();
+    names.insert("a", 1);
+    names.insert("x", 2);
+    let rule =
+        "prio 10 in_port a action encap:vxlan:id=42:src=198.51.100.1:dst=198.51.100.2,output:x";
+    let mut table = FlowTable::new(TableConfig::default());
+    let parsed = vec![parse_rule(rule, &names).expect("the encap rule parses")];
+    for r in table.insert_batch(parsed, BatchMode::AllOrNothing) {
+        r.expect("the encap rule goes in");
+    }
+    let mut dp = Datapath::new(table.reader(), DatapathConfig::default());
+    let veth = Features::TSO | Features::USO | Features::TX_SG | Features::TX_CSUM_GENERIC;
+    let (pa, ha) = MemPort::new("a", Device::new(Features::ALL));
+    let (px, hx) = MemPort::new(
+        "x",
+        Device {
+            mtu: 1600,
+            ..Device::new(veth)
+        },
+    );
+    dp.add_port(1, Box::new(pa), PortOptions::default())
+        .expect("add a");
+    dp.add_port(2, Box::new(px), PortOptions::default())
+        .expect("add x");
+    for k in 0..2u32 {
+        let (f, mut m) = verified(Seg::tcp4(1 + k * 1448 * 43, 1448 * 43).build());
+        m.set_gso(sluice_packet::GsoType::TcpV4, 1448, false)
+            .expect("a GSO request");
+        ha.inject(&f, m);
+    }
+    dp.poll_once();
+    hx.take_sent()
+        .into_iter()
+        .map(|(f, w)| {
+            let (_, size, _) = w.gso.expect("packed as UDP-GSO frames");
+            let (start, off) = w.l4_csum.expect("the outer UDP checksum left partial");
+            let hdr = VirtioNetHdr {
+                flags: F_NEEDS_CSUM,
+                gso_type: GSO_UDP_L4,
+                hdr_len: start + 8,
+                gso_size: size,
+                csum_start: start,
+                csum_offset: off,
+                ..VirtioNetHdr::default()
+            };
+            let layout = sluice_wire::parse(&f).expect("a packed frame parses");
+            let m = hdr
+                .to_meta(HdrFormat::V0, &f, &layout)
+                .expect("what a packet socket reports");
+            (f, m)
+        })
+        .collect()
+}
+
 struct Scenario {
     dp: Datapath,
     frames: Arc<AtomicU64>,
@@ -187,7 +252,15 @@ fn scenario(name: &str) -> Scenario {
             true,
             Device::new(Features::ALL),
         ),
-        other => panic!("no scenario {other}: small, many, tcp_gso, tcp_vlan or tso_vlan"),
+        "vxlan_rx" => (
+            vec!["prio 10 in_port a enc_key_id 42 action decap,output:b"],
+            vec![packed_vxlan()],
+            true,
+            Device::new(Features::TSO | Features::TX_CSUM_GENERIC | Features::TX_SG),
+        ),
+        other => {
+            panic!("no scenario {other}: small, many, tcp_gso, tcp_vlan, tso_vlan or vxlan_rx")
+        }
     };
     let mut table = FlowTable::new(TableConfig::default());
     let parsed = rules
@@ -254,7 +327,9 @@ fn main() {
         return;
     }
     let polls: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20_000);
-    for name in ["small", "many", "tcp_gso", "tcp_vlan", "tso_vlan"] {
+    for name in [
+        "small", "many", "tcp_gso", "tcp_vlan", "tso_vlan", "vxlan_rx",
+    ] {
         let mut s = scenario(name);
         run(&mut s, polls / 10);
         let t = Instant::now();

@@ -348,11 +348,12 @@ pub struct Datapath {
 }
 
 /// Where a frame of a GRO burst is: a received buffer (by its index in the burst), or a
-/// datagram split from a received UDP-GSO tunnel frame (by its index in `Datapath::uso`).
+/// datagram split from a received UDP-GSO tunnel frame (by its index in `Datapath::uso`; the
+/// flag: its metadata is its own parse's, not its frame's first datagram's).
 #[derive(Debug, Clone, Copy)]
 enum BurstSrc {
     Rx(usize),
-    Uso(usize),
+    Uso(usize, bool),
 }
 
 /// Packets classified together (one batched lookup).
@@ -805,10 +806,14 @@ impl Datapath {
             }
             let first = uso.len();
             if self.split_uso(p, parse, &mut uso).is_some() {
+                // The datagrams of one UDP-GSO frame have the same headers but for lengths,
+                // IDs and checksums: one parse gives them all their metadata (offsets and
+                // the split's checksum statuses). GRO parses each one itself before merging
+                // it; one that merges with nothing gets its own parse below.
+                let shared = uso.frame(first).map(|f| datagram_meta(f, parse));
                 for j in first..uso.len() {
-                    let f = uso.frame(j).unwrap_or_default();
-                    srcs.push(BurstSrc::Uso(j));
-                    metas.push(datagram_meta(f, parse));
+                    srcs.push(BurstSrc::Uso(j, j == first));
+                    metas.push(shared.unwrap_or_default());
                 }
             }
         }
@@ -822,6 +827,7 @@ impl Datapath {
         burst.clear();
         for bp in out.packets() {
             let mut pieces = out.pieces(bp);
+            let mut meta = bp.meta;
             let mut p = if bp.header.is_empty() {
                 // One frame, whole (a trailing pad may be cut off).
                 let Some(piece) = pieces.next() else {
@@ -842,6 +848,10 @@ impl Datapath {
                         let mut p = self.pool.get();
                         let f = burst_frame(src, rx, &uso);
                         p.set_frame(f.get(piece.range.clone()).unwrap_or_default());
+                        if let BurstSrc::Uso(_, false) = src {
+                            // It merged with nothing: its metadata from its own headers.
+                            meta = datagram_meta(p.frame(), parse);
+                        }
                         p
                     }
                     None => {
@@ -863,7 +873,7 @@ impl Datapath {
                 }
                 p
             };
-            p.meta = bp.meta;
+            p.meta = meta;
             p.in_port = number;
             partial_gro_checksum(&mut p);
             burst.push(p);
@@ -1133,7 +1143,7 @@ fn unborrow_frames(mut v: Vec<&[u8]>) -> Vec<&'static [u8]> {
 fn burst_frame<'a>(src: BurstSrc, rx: &'a [PacketBuf], uso: &'a GsoOutput) -> &'a [u8] {
     match src {
         BurstSrc::Rx(i) => rx.get(i).map_or(&[], PacketBuf::frame),
-        BurstSrc::Uso(j) => uso.frame(j).unwrap_or_default(),
+        BurstSrc::Uso(j, _) => uso.frame(j).unwrap_or_default(),
     }
 }
 

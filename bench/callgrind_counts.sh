@@ -15,7 +15,8 @@
 #   (small: 64 UDP flows through 9 rules; many: 8 192 flows, mostly exact-match cache misses;
 #   tcp_gso: GRO then software GSO; tcp_vlan: GRO, push_vlan, TSO egress; tso_vlan: TSO
 #   super-frames through a GRO port, push_vlan, TSO egress, per super-frame; vxlan_rx: packed
-#   UDP-GSO frames of VXLAN datagrams split, merged, decapsulated, per packed frame).
+#   UDP-GSO frames of VXLAN datagrams split, merged, decapsulated, per packed frame; vxlan_tx:
+#   super-frames encapsulated, segmented and packed as UDP-GSO frames, per super-frame).
 #
 # Usage: bench/callgrind_counts.sh parse|gso|gro|datapath [BENCH_BINARY]   (default: builds the bench)
 set -eu
@@ -59,9 +60,9 @@ elif [ "$what" = gro ]; then
     done
 elif [ "$what" = datapath ]; then
     echo "scenario             instructions per received packet"
-    for name in small many tcp_gso tcp_vlan tso_vlan vxlan_rx; do
+    for name in small many tcp_gso tcp_vlan tso_vlan vxlan_rx vxlan_tx; do
         per_poll=44
-        case $name in small | many) per_poll=64 ;; tso_vlan) per_poll=4 ;; vxlan_rx) per_poll=2 ;; esac
+        case $name in small | many) per_poll=64 ;; tso_vlan | vxlan_tx) per_poll=4 ;; vxlan_rx) per_poll=2 ;; esac
         per_op "$name" "$(collected "$bin" profile "$name" 128)" \
             "$(collected "$bin" profile "$name" 1152)" $((1024 * per_poll))
     done

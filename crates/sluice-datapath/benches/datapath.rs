@@ -22,6 +22,9 @@
 //!   an `encap` rule and a port that segments plain UDP only), received on `a` with the
 //!   metadata a packet socket's `virtio_net_hdr` gives, GRO on (split, merged by the inner
 //!   flow), `decap`, `b` with TSO. Per received packet = per packed frame.
+//! - `vxlan_tx`: a VXLAN hop's sending side: 4 TSO super-frames of 43 × 1448 bytes per poll,
+//!   `encap`, `b` a device that segments plain UDP but not tunnels (MTU 1600), so each is
+//!   segmented in software and packed as UDP-GSO frames. Per super-frame.
 //!
 //! Usage: `datapath profile SCENARIO POLLS` (untimed; prints the packets received), or
 //! `datapath [POLLS]` to time every scenario (wall clock, noisy on a shared machine).
@@ -258,9 +261,29 @@ fn scenario(name: &str) -> Scenario {
             true,
             Device::new(Features::TSO | Features::TX_CSUM_GENERIC | Features::TX_SG),
         ),
-        other => {
-            panic!("no scenario {other}: small, many, tcp_gso, tcp_vlan, tso_vlan or vxlan_rx")
-        }
+        "vxlan_tx" => (
+            vec![
+                "prio 10 in_port a action encap:vxlan:id=42:src=198.51.100.1:dst=198.51.100.2,output:b",
+            ],
+            vec![(0..4u32)
+                .map(|k| {
+                    let (f, mut m) = verified(Seg::tcp4(1 + k * 1448 * 43, 1448 * 43).build());
+                    m.set_gso(sluice_packet::GsoType::TcpV4, 1448, false)
+                        .expect("a GSO request");
+                    (f, m)
+                })
+                .collect()],
+            false,
+            Device {
+                mtu: 1600,
+                ..Device::new(
+                    Features::TSO | Features::USO | Features::TX_SG | Features::TX_CSUM_GENERIC,
+                )
+            },
+        ),
+        other => panic!(
+            "no scenario {other}: small, many, tcp_gso, tcp_vlan, tso_vlan, vxlan_rx or vxlan_tx"
+        ),
     };
     let mut table = FlowTable::new(TableConfig::default());
     let parsed = rules
@@ -328,7 +351,7 @@ fn main() {
     }
     let polls: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(20_000);
     for name in [
-        "small", "many", "tcp_gso", "tcp_vlan", "tso_vlan", "vxlan_rx",
+        "small", "many", "tcp_gso", "tcp_vlan", "tso_vlan", "vxlan_rx", "vxlan_tx",
     ] {
         let mut s = scenario(name);
         run(&mut s, polls / 10);

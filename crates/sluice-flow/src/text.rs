@@ -136,31 +136,34 @@ struct Tok<'a> {
 type Tokens<'a> = SmallVec<[Tok<'a>; 24]>;
 
 fn tokens(line: &str) -> Tokens<'_> {
-    let mut out = Tokens::new();
-    if line.is_ascii() {
-        // The usual line: split bytes on the ASCII characters `char::is_whitespace` accepts.
-        let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
-        let bytes = line.as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            let start = i + bytes
-                .get(i..)
-                .map_or(0, |r| r.iter().take_while(|b| ws(b)).count());
-            let end = start
-                + bytes
-                    .get(start..)
-                    .map_or(0, |r| r.iter().take_while(|b| !ws(b)).count());
-            if end > start {
-                out.push(Tok {
-                    s: line.get(start..end).unwrap_or(""),
-                    col: start,
-                });
-            }
-            i = end.max(i + 1);
-        }
-        return out;
+    if !line.is_ascii() {
+        return tokens_chars(line);
     }
-    tokens_chars(line)
+    // The usual line: one pass over the bytes, split on the ASCII characters
+    // `char::is_whitespace` accepts.
+    let mut out = Tokens::new();
+    let mut start = None;
+    for (i, &b) in line.as_bytes().iter().enumerate() {
+        let ws = matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
+        match (ws, start) {
+            (true, Some(s)) => {
+                out.push(Tok {
+                    s: line.get(s..i).unwrap_or(""),
+                    col: s,
+                });
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push(Tok {
+            s: line.get(s..).unwrap_or(""),
+            col: s,
+        });
+    }
+    out
 }
 
 /// [`tokens`] by `char::is_whitespace`, for lines with non-ASCII characters.
@@ -344,6 +347,70 @@ fn proto_name(p: u8) -> String {
     }
 }
 
+/// A match key of the rule syntax, aliases folded (`priority` and `pref` are `prio`,
+/// `protocol` is `eth_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Prio,
+    InPort,
+    SrcMac,
+    DstMac,
+    EthType,
+    VlanEthtype,
+    CvlanEthtype,
+    VlanId,
+    CvlanId,
+    VlanPrio,
+    CvlanPrio,
+    SrcIp,
+    DstIp,
+    EncSrcIp,
+    EncDstIp,
+    EncKeyId,
+    IpProto,
+    IpTos,
+    IpTtl,
+    SrcPort,
+    DstPort,
+    TcpFlags,
+}
+
+impl Key {
+    /// The key a token names, if any.
+    fn of(s: &str) -> Option<Key> {
+        Some(match s {
+            "prio" | "priority" | "pref" => Key::Prio,
+            "in_port" => Key::InPort,
+            "src_mac" => Key::SrcMac,
+            "dst_mac" => Key::DstMac,
+            "eth_type" | "protocol" => Key::EthType,
+            "vlan_ethtype" => Key::VlanEthtype,
+            "cvlan_ethtype" => Key::CvlanEthtype,
+            "vlan_id" => Key::VlanId,
+            "cvlan_id" => Key::CvlanId,
+            "vlan_prio" => Key::VlanPrio,
+            "cvlan_prio" => Key::CvlanPrio,
+            "src_ip" => Key::SrcIp,
+            "dst_ip" => Key::DstIp,
+            "enc_src_ip" => Key::EncSrcIp,
+            "enc_dst_ip" => Key::EncDstIp,
+            "enc_key_id" => Key::EncKeyId,
+            "ip_proto" => Key::IpProto,
+            "ip_tos" => Key::IpTos,
+            "ip_ttl" => Key::IpTtl,
+            "src_port" => Key::SrcPort,
+            "dst_port" => Key::DstPort,
+            "tcp_flags" => Key::TcpFlags,
+            _ => return None,
+        })
+    }
+
+    /// Its bit in a set of keys seen.
+    const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+}
+
 /// Parses one rule line.
 ///
 /// ```
@@ -378,7 +445,7 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
         s: "",
         col: line.len(),
     };
-    let mut seen: SmallVec<[&str; 16]> = SmallVec::new();
+    let mut seen = 0u32;
     let mut i = 0;
     while let Some(t) = toks.get(i).copied() {
         if t.s == "action" || t.s == "actions" {
@@ -389,33 +456,35 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
             actions = Some(parse_actions(rest, ports)?);
             break;
         }
-        let canon = match t.s {
-            "priority" | "pref" => "prio",
-            "protocol" => "eth_type",
-            k => k,
-        };
-        if seen.contains(&canon) {
-            return Err(ParseError::at(&t, format!("`{}` given twice", t.s)));
+        // One string match per key, then everything by its `Key` (aliases folded).
+        let key = Key::of(t.s);
+        if let Some(k) = key {
+            if seen & k.bit() != 0 {
+                return Err(ParseError::at(&t, format!("`{}` given twice", t.s)));
+            }
+            seen |= k.bit();
         }
-        seen.push(canon);
         let v = toks
             .get(i + 1)
             .copied()
             .ok_or_else(|| ParseError::at(&t, format!("`{}` needs a value", t.s)))?;
         let err = |msg: String| ParseError::at(&v, msg);
-        match t.s {
-            "prio" | "priority" | "pref" => {
+        let Some(key) = key else {
+            return Err(ParseError::at(&t, format!("unknown match key `{}`", t.s)));
+        };
+        match key {
+            Key::Prio => {
                 prio = parse_num(v.s)
                     .and_then(|n| u32::try_from(n).ok())
                     .ok_or_else(|| err(format!("`{}` is not a priority (0..2^32)", v.s)))?;
             }
-            "in_port" => {
+            Key::InPort => {
                 let p = ports
                     .resolve(v.s)
                     .ok_or_else(|| err(format!("unknown port `{}`", v.s)))?;
                 m.set_exact(Field::InPort, u64::from(p));
             }
-            "src_mac" | "dst_mac" => {
+            Key::SrcMac | Key::DstMac => {
                 let (a, mk) = match v.s.split_once('/') {
                     Some((a, mk)) => (a, Some(mk)),
                     None => (v.s, None),
@@ -428,14 +497,14 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
                         _ => parse_mac(mk).ok_or_else(|| err(format!("bad MAC mask `{mk}`")))?,
                     },
                 };
-                let f = if t.s == "src_mac" {
+                let f = if key == Key::SrcMac {
                     Field::EthSrc
                 } else {
                     Field::EthDst
                 };
                 m.set(f, &mac, &mask);
             }
-            "eth_type" | "protocol" => {
+            Key::EthType => {
                 let et = match v.s {
                     "ipv4" | "ip" => 0x0800,
                     "ipv6" => 0x86dd,
@@ -447,10 +516,10 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
                 m.set_exact(Field::EthType, u64::from(et));
                 eth_type_tok = Some(v);
             }
-            "vlan_ethtype" | "cvlan_ethtype" => {
+            Key::VlanEthtype | Key::CvlanEthtype => {
                 let tp =
                     parse_tpid(v.s).ok_or_else(|| err(format!("`{}` is not a VLAN TPID", v.s)))?;
-                let inner = t.s.starts_with('c');
+                let inner = key == Key::CvlanEthtype;
                 let f = if inner {
                     Field::Vlan1Tpid
                 } else {
@@ -459,9 +528,9 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
                 m.set_exact(f, u64::from(tp));
                 set_present(&mut m, inner);
             }
-            "vlan_id" | "cvlan_id" | "vlan_prio" | "cvlan_prio" => {
-                let inner = t.s.starts_with('c');
-                let is_id = t.s.ends_with("_id");
+            Key::VlanId | Key::CvlanId | Key::VlanPrio | Key::CvlanPrio => {
+                let inner = matches!(key, Key::CvlanId | Key::CvlanPrio);
+                let is_id = matches!(key, Key::VlanId | Key::CvlanId);
                 let max = if is_id { 0xfff } else { 7 };
                 let n = parse_num(v.s)
                     .filter(|n| *n <= max)
@@ -482,16 +551,16 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
                 m.mask.set_uint(f, mk | mask);
                 set_present(&mut m, inner);
             }
-            "src_ip" | "dst_ip" | "enc_src_ip" | "enc_dst_ip" => {
+            Key::SrcIp | Key::DstIp | Key::EncSrcIp | Key::EncDstIp => {
                 let (v4, val, mask) = parse_ip_masked(v.s).map_err(err)?;
-                let f = match t.s {
-                    "src_ip" => Field::IpSrc,
-                    "dst_ip" => Field::IpDst,
-                    "enc_src_ip" => Field::TunSrc,
+                let f = match key {
+                    Key::SrcIp => Field::IpSrc,
+                    Key::DstIp => Field::IpDst,
+                    Key::EncSrcIp => Field::TunSrc,
                     _ => Field::TunDst,
                 };
                 m.set(f, &val, &mask);
-                if t.s.starts_with("enc_") {
+                if matches!(key, Key::EncSrcIp | Key::EncDstIp) {
                     // `/0` matches everything, tunnelled or not (and prints as nothing).
                     if mask.iter().any(|b| *b != 0) {
                         set_tunnel(&mut m);
@@ -505,14 +574,14 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
                     family = Some((v4, v));
                 }
             }
-            "enc_key_id" => {
+            Key::EncKeyId => {
                 let n = parse_num(v.s)
                     .and_then(|n| u32::try_from(n).ok())
                     .ok_or_else(|| err(format!("`{}` is not a 32-bit key id", v.s)))?;
                 m.set_exact(Field::TunId, u64::from(n));
                 set_tunnel(&mut m);
             }
-            "ip_proto" => {
+            Key::IpProto => {
                 let p = match v.s {
                     "tcp" => 6,
                     "udp" => 17,
@@ -526,9 +595,9 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
                 m.set_exact(Field::IpProto, u64::from(p));
                 needs_ip.get_or_insert(t);
             }
-            "ip_tos" | "ip_ttl" => {
+            Key::IpTos | Key::IpTtl => {
                 let (val, mask) = parse_num_masked(v.s, 0xff).map_err(err)?;
-                let f = if t.s == "ip_tos" {
+                let f = if key == Key::IpTos {
                     Field::IpTos
                 } else {
                     Field::IpTtl
@@ -536,9 +605,9 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
                 m.set_uint_masked(f, val, mask);
                 needs_ip.get_or_insert(t);
             }
-            "src_port" | "dst_port" => {
+            Key::SrcPort | Key::DstPort => {
                 let (val, mask) = parse_num_masked(v.s, 0xffff).map_err(err)?;
-                let f = if t.s == "src_port" {
+                let f = if key == Key::SrcPort {
                     Field::L4Src
                 } else {
                     Field::L4Dst
@@ -546,13 +615,10 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
                 m.set_uint_masked(f, val, mask);
                 needs_l4.get_or_insert(t);
             }
-            "tcp_flags" => {
+            Key::TcpFlags => {
                 let (val, mask) = parse_num_masked(v.s, 0xfff).map_err(err)?;
                 m.set_uint_masked(Field::TcpFlags, val, mask);
                 needs_tcp.get_or_insert(t);
-            }
-            other => {
-                return Err(ParseError::at(&t, format!("unknown match key `{other}`")));
             }
         }
         i += 2;

@@ -310,9 +310,9 @@ impl FlowKey {
         (first, buf)
     }
 
-    /// Writes bytes `off..off + bytes.len()` (at most 16), a word at a time. Every field is
-    /// either inside one word (up to 8 bytes: one masked store, no byte buffer) or, an address,
-    /// two whole words; anything else takes the general path.
+    /// Writes bytes `off..off + bytes.len()` (at most 16), a word at a time; an address (16
+    /// bytes at a word boundary) as two whole words. (Numbers take
+    /// [`FlowKey::set_uint`]'s one-word path instead.)
     #[inline]
     fn write_span(&mut self, off: usize, bytes: &[u8]) {
         let (i, s) = (off / 8, off % 8);
@@ -324,11 +324,6 @@ impl FlowKey {
                     return;
                 }
             }
-        }
-        if !bytes.is_empty() && s + bytes.len() <= 8 {
-            let v = bytes.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-            self.put_in_word(off, bytes.len(), v);
-            return;
         }
         let len = bytes.len();
         let (first, mut buf) = self.span_bytes(off, len);

@@ -810,10 +810,18 @@ impl Datapath {
                 // IDs and checksums: one parse gives them all their metadata (offsets and
                 // the split's checksum statuses). GRO parses each one itself before merging
                 // it; one that merges with nothing gets its own parse below.
-                let shared = uso.frame(first).map(|f| datagram_meta(f, parse));
+                // (If the first one does not parse, each datagram gets its own parse.)
+                let shared = uso
+                    .frame(first)
+                    .and_then(|f| parsed_datagram_meta(f, parse));
                 for j in first..uso.len() {
-                    srcs.push(BurstSrc::Uso(j, j == first));
-                    metas.push(shared.unwrap_or_default());
+                    let f = uso.frame(j).unwrap_or_default();
+                    let own = shared.is_none() || j == first;
+                    srcs.push(BurstSrc::Uso(j, own));
+                    metas.push(match shared {
+                        Some(m) => m,
+                        None => datagram_meta(f, parse),
+                    });
                 }
             }
         }
@@ -1107,9 +1115,12 @@ impl Datapath {
 /// checksum partial (never reported good: nobody summed it) and its IPv4 header checksum good
 /// (the split computed it).
 fn datagram_meta(f: &[u8], parse: &ParseConfig) -> OffloadMeta {
-    let Ok(layout) = sluice_wire::parse_with(f, parse) else {
-        return OffloadMeta::default();
-    };
+    parsed_datagram_meta(f, parse).unwrap_or_default()
+}
+
+/// [`datagram_meta`], `None` when the datagram does not parse.
+fn parsed_datagram_meta(f: &[u8], parse: &ParseConfig) -> Option<OffloadMeta> {
+    let layout = sluice_wire::parse_with(f, parse).ok()?;
     let mut meta = OffloadMeta::from_layout(&layout);
     if let Some(l4) = meta.offsets().outer_l4 {
         // A UDP header is 8 bytes: the field at 6 is inside any datagram that parsed.
@@ -1119,7 +1130,7 @@ fn datagram_meta(f: &[u8], parse: &ParseConfig) -> OffloadMeta {
     if l3.and_then(|o| f.get(o)).is_some_and(|v| v >> 4 == 4) {
         meta.checksum_recomputed(Slot::OuterIp);
     }
-    meta
+    Some(meta)
 }
 
 /// An empty list of borrowed frames in `spare`'s allocation (taken; the list is empty, so

@@ -703,3 +703,39 @@ fn ipv6_jumbograms_never_merge() {
     assert_eq!(out[0].frame, a);
     assert_eq!(out[1].frame, b);
 }
+
+/// Metadata handed in with a frame is taken as the frame's only when it describes the same
+/// headers: offsets alone are not enough (a VXLAN datagram carrying UDP and one carrying TCP can
+/// have the same offsets). Segments of a TCP flow handed in with a UDP datagram's metadata —
+/// what a caller sharing one parse across a UDP-GSO frame's datagrams would give a mixed frame
+/// — merge into a packet whose metadata says TCP, and what a device makes of it verifies.
+#[test]
+fn metadata_of_other_headers_is_not_taken_for_the_frame() {
+    let vx = |s: Seg| Seg {
+        outer: Some(outer_vxlan()),
+        ..s
+    };
+    let segs = stream(&vx(Seg::tcp4(1, 1400)), 4, 1400);
+    let odd = vx(Seg::udp4(1412, 9)).build();
+    let meta_of = |f: &[u8]| OffloadMeta::from_layout(&sluice_wire::parse(f).expect("parses"));
+    let given = meta_of(&odd);
+    assert_eq!(
+        given.offsets(),
+        meta_of(&segs[0].build()).offsets(),
+        "the same header sizes"
+    );
+    let mut e = engine();
+    for s in &segs {
+        e.receive(&s.build(), given, 0);
+    }
+    e.end_batch(0);
+    let out: Vec<GroPacket> = std::iter::from_fn(|| e.pop_output()).collect();
+    assert_eq!(counts(&out), vec![4], "merged");
+    let m = out[0].meta;
+    assert_eq!(
+        m.l4_proto(sluice_packet::Level::Inner),
+        Some(6),
+        "TCP, as the bytes say"
+    );
+    assert_eq!(m.gso_type(), GsoType::TcpV4);
+}

@@ -199,11 +199,16 @@ pub(super) fn segment_payload_sum(frame: &[u8], info: &Info, end: usize) -> Opti
     Some(!combine(pseudo, hdr))
 }
 
-/// The caller's metadata if it describes this frame's headers, else fresh metadata for the
-/// layout carrying over the caller's checksum statuses.
+/// The caller's metadata if it describes this frame's headers (the same offsets, tunnel, IP
+/// versions and L4 protocols at both levels: a caller may hand over the metadata of another
+/// frame with the same header sizes, as the datapath does for the datagrams of one UDP-GSO
+/// frame), else fresh metadata for the layout carrying over the caller's checksum statuses.
 pub(super) fn adopt(fresh: OffloadMeta, given: OffloadMeta) -> OffloadMeta {
     let mut m = fresh;
-    if given.offsets() == m.offsets() && given.tunnel() == m.tunnel() {
+    let same_kinds = [Level::Outer, Level::Inner]
+        .into_iter()
+        .all(|l| given.l3_kind(l) == m.l3_kind(l) && given.l4_proto(l) == m.l4_proto(l));
+    if given.offsets() == m.offsets() && given.tunnel() == m.tunnel() && same_kinds {
         return given;
     }
     for slot in Slot::ALL {

@@ -37,6 +37,7 @@ use sluice_offload::tx::DeviceWork;
 use sluice_packet::verify::verify_frame;
 use sluice_packet::OffloadMeta;
 use sluice_testkit::segments::{stream, Seg};
+use sluice_testkit::tx_frames::uso_rx_meta;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -125,12 +126,24 @@ fn verified(frame: Vec<u8>) -> (Vec<u8>, OffloadMeta) {
     (frame, m)
 }
 
+/// `n` TCP/IPv4 super-frames of 43 × 1448 bytes of one flow, in sequence, verified, with a TSO
+/// request (as a TAP or a packet socket hands them over).
+fn super_frames(n: u32) -> Vec<(Vec<u8>, OffloadMeta)> {
+    (0..n)
+        .map(|k| {
+            let (f, mut m) = verified(Seg::tcp4(1 + k * 1448 * 43, 1448 * 43).build());
+            m.set_gso(sluice_packet::GsoType::TcpV4, 1448, false)
+                .expect("a GSO request");
+            (f, m)
+        })
+        .collect()
+}
+
 /// The UDP-GSO frames of VXLAN datagrams a sending switch makes of two TSO super-frames (an
 /// `encap` rule, out of a port that segments plain UDP but not tunnels, MTU 1600), each with
 /// the metadata its `virtio_net_hdr` gives a receiving packet socket.
 fn packed_vxlan() -> Vec<(Vec<u8>, OffloadMeta)> {
     use sluice_datapath::{MemPort, PortOptions};
-    use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_NEEDS_CSUM, GSO_UDP_L4};
     let mut names = PortNames::new();
     names.insert("a", 1);
     names.insert("x", 2);
@@ -155,10 +168,7 @@ fn packed_vxlan() -> Vec<(Vec<u8>, OffloadMeta)> {
         .expect("add a");
     dp.add_port(2, Box::new(px), PortOptions::default())
         .expect("add x");
-    for k in 0..2u32 {
-        let (f, mut m) = verified(Seg::tcp4(1 + k * 1448 * 43, 1448 * 43).build());
-        m.set_gso(sluice_packet::GsoType::TcpV4, 1448, false)
-            .expect("a GSO request");
+    for (f, m) in super_frames(2) {
         ha.inject(&f, m);
     }
     dp.poll_once();
@@ -167,19 +177,7 @@ fn packed_vxlan() -> Vec<(Vec<u8>, OffloadMeta)> {
         .map(|(f, w)| {
             let (_, size, _) = w.gso.expect("packed as UDP-GSO frames");
             let (start, off) = w.l4_csum.expect("the outer UDP checksum left partial");
-            let hdr = VirtioNetHdr {
-                flags: F_NEEDS_CSUM,
-                gso_type: GSO_UDP_L4,
-                hdr_len: start + 8,
-                gso_size: size,
-                csum_start: start,
-                csum_offset: off,
-                ..VirtioNetHdr::default()
-            };
-            let layout = sluice_wire::parse(&f).expect("a packed frame parses");
-            let m = hdr
-                .to_meta(HdrFormat::V0, &f, &layout)
-                .expect("what a packet socket reports");
+            let m = uso_rx_meta(&f, start, off, size);
             (f, m)
         })
         .collect()
@@ -244,14 +242,7 @@ fn scenario(name: &str) -> Scenario {
         ),
         "tso_vlan" => (
             vec!["prio 10 in_port a action push_vlan:802.1q:100,output:b"],
-            vec![(0..4u32)
-                .map(|k| {
-                    let (f, mut m) = verified(Seg::tcp4(1 + k * 1448 * 43, 1448 * 43).build());
-                    m.set_gso(sluice_packet::GsoType::TcpV4, 1448, false)
-                        .expect("a GSO request");
-                    (f, m)
-                })
-                .collect()],
+            vec![super_frames(4)],
             true,
             Device::new(Features::ALL),
         ),
@@ -265,14 +256,7 @@ fn scenario(name: &str) -> Scenario {
             vec![
                 "prio 10 in_port a action encap:vxlan:id=42:src=198.51.100.1:dst=198.51.100.2,output:b",
             ],
-            vec![(0..4u32)
-                .map(|k| {
-                    let (f, mut m) = verified(Seg::tcp4(1 + k * 1448 * 43, 1448 * 43).build());
-                    m.set_gso(sluice_packet::GsoType::TcpV4, 1448, false)
-                        .expect("a GSO request");
-                    (f, m)
-                })
-                .collect()],
+            vec![super_frames(4)],
             false,
             Device {
                 mtu: 1600,

@@ -9,6 +9,7 @@ use sluice_offload::tx::emulate_device;
 use sluice_packet::verify::{verify_frame, Verdict};
 use sluice_packet::{CsumStatus, GsoType, OffloadMeta, Slot};
 use sluice_testkit::segments::{stream, Seg};
+use sluice_testkit::tx_frames::uso_rx_meta;
 use sluice_wire::ParseConfig;
 
 fn names() -> PortNames {
@@ -691,16 +692,11 @@ fn a_malformed_frame_in_a_burst_is_dropped_and_counted_the_rest_goes_on() {
     }
 }
 
-/// The VXLAN hop of `sluice demo --hop vxlan`, in memory: TSO super-frames from `a` are
-/// encapsulated and leave `x` (a device that segments plain UDP but not tunnels, like a veth's
-/// packet socket) as UDP-GSO frames of VXLAN datagrams; those frames, received on `y` (GRO
-/// on) with the metadata a packet socket's `virtio_net_hdr` gives, are split, merged back by
-/// their inner flow and decapsulated to `b` (TSO): the inner stream arrives whole, in order, in
-/// super-frames, and the device's segments all verify. Over many rounds no buffer is
-/// allocated after warm-up.
-#[test]
-fn vxlan_hop_packs_splits_merges_and_decaps_in_memory() {
-    use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_NEEDS_CSUM, GSO_UDP_L4};
+/// The VXLAN hop of `sluice demo --hop vxlan` in memory: `a` (every offload) → `encap` →
+/// `x` (a veth's packet socket: segments plain UDP but not tunnels, MTU 1600 for the 50 bytes of
+/// VXLAN); `y` (same device, GRO on) → `decap` → `b` (TSO). Returns the table (keep it), the
+/// datapath and the handles of `a`, `x`, `y`, `b`.
+fn vxlan_hop() -> (FlowTable, Datapath, [MemPortHandle; 4]) {
     let mut names = PortNames::new();
     for (n, p) in [("a", 1), ("x", 2), ("y", 3), ("b", 4)] {
         names.insert(n, p);
@@ -718,27 +714,41 @@ fn vxlan_hop_packs_splits_merges_and_decaps_in_memory() {
     }
     let mut dp = Datapath::new(t.reader(), DatapathConfig::default());
     let veth = Features::TSO | Features::USO | Features::TX_SG | Features::TX_CSUM_GENERIC;
-    let tso = Features::TSO | Features::TX_CSUM_GENERIC | Features::TX_SG;
-    let (pa, ha) = MemPort::new("a", Device::new(Features::ALL));
-    // The hop link's MTU leaves room for the 50 bytes of VXLAN around a 1500-byte packet.
     let hop = Device {
         mtu: 1600,
         ..Device::new(veth)
     };
-    let (px, hx) = MemPort::new("x", hop);
-    let (py, hy) = MemPort::new("y", hop);
-    let (pb, hb) = MemPort::new("b", Device::new(tso));
+    let tso = Features::TSO | Features::TX_CSUM_GENERIC | Features::TX_SG;
     let gro = PortOptions {
         gro: true,
         ..PortOptions::default()
     };
-    dp.add_port(1, Box::new(pa), PortOptions::default())
-        .expect("a");
-    dp.add_port(2, Box::new(px), PortOptions::default())
-        .expect("x");
-    dp.add_port(3, Box::new(py), gro).expect("y");
-    dp.add_port(4, Box::new(pb), PortOptions::default())
-        .expect("b");
+    let ports = [
+        ("a", Device::new(Features::ALL), PortOptions::default()),
+        ("x", hop, PortOptions::default()),
+        ("y", hop, gro),
+        ("b", Device::new(tso), PortOptions::default()),
+    ];
+    let handles = core::array::from_fn(|i| {
+        let (name, dev, opts) = ports[i];
+        let (port, handle) = MemPort::new(name, dev);
+        dp.add_port(i as u32 + 1, Box::new(port), opts)
+            .expect("add port");
+        handle
+    });
+    (t, dp, handles)
+}
+
+/// The VXLAN hop of `sluice demo --hop vxlan`, in memory: TSO super-frames from `a` are
+/// encapsulated and leave `x` (a device that segments plain UDP but not tunnels, like a veth's
+/// packet socket) as UDP-GSO frames of VXLAN datagrams; those frames, received on `y` (GRO
+/// on) with the metadata a packet socket's `virtio_net_hdr` gives, are split, merged back by
+/// their inner flow and decapsulated to `b` (TSO): the inner stream arrives whole, in order, in
+/// super-frames, and the device's segments all verify. Over many rounds no buffer is
+/// allocated after warm-up.
+#[test]
+fn vxlan_hop_packs_splits_merges_and_decaps_in_memory() {
+    let (_t, mut dp, [ha, hx, hy, hb]) = vxlan_hop();
     let mut allocated = Vec::new();
     for round in 0..20u32 {
         let seq = 1 + round * 1448 * 43 * 2;
@@ -764,19 +774,7 @@ fn vxlan_hop_packs_splits_merges_and_decaps_in_memory() {
             let (gso, size, _) = w.gso.expect("a UDP-GSO frame");
             assert_eq!(gso, GsoType::UdpL4);
             let (start, off) = w.l4_csum.expect("outer UDP checksum left to the device");
-            let hdr = VirtioNetHdr {
-                flags: F_NEEDS_CSUM,
-                gso_type: GSO_UDP_L4,
-                hdr_len: start + 8,
-                gso_size: size,
-                csum_start: start,
-                csum_offset: off,
-                ..VirtioNetHdr::default()
-            };
-            let layout = sluice_wire::parse(f).expect("a packed frame parses");
-            let meta = hdr
-                .to_meta(HdrFormat::V0, f, &layout)
-                .expect("the header a packet socket gives");
+            let meta = uso_rx_meta(f, start, off, size);
             hy.inject(f, meta);
         }
         dp.poll_once();
@@ -817,44 +815,7 @@ fn vxlan_hop_packs_splits_merges_and_decaps_in_memory() {
 /// and every segment it makes verifies.
 #[test]
 fn a_mixed_packed_tunnel_frame_keeps_each_packets_own_metadata() {
-    use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_NEEDS_CSUM, GSO_UDP_L4};
-    let mut names = PortNames::new();
-    for (n, p) in [("a", 1), ("x", 2), ("y", 3), ("b", 4)] {
-        names.insert(n, p);
-    }
-    let mut t = FlowTable::new(TableConfig::default());
-    let rules = [
-        "prio 10 in_port a action encap:vxlan:id=42:src=198.51.100.1:dst=198.51.100.2,output:x",
-        "prio 10 in_port y enc_key_id 42 action decap,output:b",
-    ]
-    .iter()
-    .map(|r| parse_rule(r, &names).expect("rule parses"))
-    .collect();
-    for r in t.insert_batch(rules, BatchMode::AllOrNothing) {
-        r.expect("rule goes in");
-    }
-    let mut dp = Datapath::new(t.reader(), DatapathConfig::default());
-    let veth = Features::TSO | Features::USO | Features::TX_SG | Features::TX_CSUM_GENERIC;
-    let hop = Device {
-        mtu: 1600,
-        ..Device::new(veth)
-    };
-    let (pa, ha) = MemPort::new("a", Device::new(Features::ALL));
-    let (px, hx) = MemPort::new("x", hop);
-    let (py, hy) = MemPort::new("y", hop);
-    let tso = Features::TSO | Features::TX_CSUM_GENERIC | Features::TX_SG;
-    let (pb, hb) = MemPort::new("b", Device::new(tso));
-    dp.add_port(1, Box::new(pa), PortOptions::default())
-        .expect("a");
-    dp.add_port(2, Box::new(px), PortOptions::default())
-        .expect("x");
-    let gro = PortOptions {
-        gro: true,
-        ..PortOptions::default()
-    };
-    dp.add_port(3, Box::new(py), gro).expect("y");
-    dp.add_port(4, Box::new(pb), PortOptions::default())
-        .expect("b");
+    let (_t, mut dp, [ha, hx, hy, hb]) = vxlan_hop();
     // One packed frame of a 20-segment TCP super-frame.
     let seg = Seg::tcp4(1, 1448 * 20);
     let f = seg.build();
@@ -874,19 +835,7 @@ fn a_mixed_packed_tunnel_frame_keeps_each_packets_own_metadata() {
     let inner_udp = Seg::udp4(unit - 8 - 14 - 20 - 8, 1).build();
     assert_eq!(inner_udp.len(), unit - 8);
     frame[hdr + 8..hdr + unit].copy_from_slice(&inner_udp);
-    let vnet = VirtioNetHdr {
-        flags: F_NEEDS_CSUM,
-        gso_type: GSO_UDP_L4,
-        hdr_len: start + 8,
-        gso_size: size,
-        csum_start: start,
-        csum_offset: off,
-        ..VirtioNetHdr::default()
-    };
-    let layout = sluice_wire::parse(&frame).expect("parses");
-    let meta = vnet
-        .to_meta(HdrFormat::V0, &frame, &layout)
-        .expect("packet-socket metadata");
+    let meta = uso_rx_meta(&frame, start, off, size);
     hy.inject(&frame, meta);
     dp.poll_once();
     let out = hb.take_sent();

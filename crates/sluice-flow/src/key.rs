@@ -608,6 +608,16 @@ fn ip_addrs(frame: &[u8], l3: usize, kind: L3Kind) -> ([u8; 16], [u8; 16]) {
 mod tests {
     use super::*;
 
+    /// A xorshift64 sequence from the non-zero seed `x`: test values without a dependency.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// The byte-at-a-time field write the word-wise one replaced.
     fn set_bytewise(k: &mut FlowKey, field: Field, value: &[u8]) {
         let (off, len) = field.span();
@@ -624,13 +634,7 @@ mod tests {
 
     #[test]
     fn wordwise_set_and_read_match_bytewise() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for round in 0..200 {
             let base = FlowKey::from_words(core::array::from_fn(|_| next()));
             for f in Field::ALL {
@@ -654,13 +658,7 @@ mod tests {
     /// to 8 bytes, random keys and values (high bits beyond the field ignored).
     #[test]
     fn wordwise_numbers_match_bytewise() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for round in 0..500 {
             let base = FlowKey::from_words(core::array::from_fn(|_| next()));
             for f in Field::ALL {

@@ -330,6 +330,26 @@ pub fn packet(
     (f, meta, layout)
 }
 
+/// The metadata a receiving packet socket's `virtio_net_hdr` gives a UDP-GSO frame that a
+/// sender wrote with its outer UDP checksum left partial at `csum_start` / `csum_offset` and
+/// `gso_size` bytes per datagram (what `sluice pcap`'s and the datapath's tunnel hop tests feed
+/// a receiving port). Panics if the header would be refused.
+pub fn uso_rx_meta(frame: &[u8], csum_start: u16, csum_offset: u16, gso_size: u16) -> OffloadMeta {
+    use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_NEEDS_CSUM, GSO_UDP_L4};
+    let hdr = VirtioNetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_UDP_L4,
+        hdr_len: csum_start + 8,
+        gso_size,
+        csum_start,
+        csum_offset,
+        ..VirtioNetHdr::default()
+    };
+    let layout = sluice_wire::parse(frame).expect("a UDP-GSO frame parses");
+    hdr.to_meta(HdrFormat::V0, frame, &layout)
+        .expect("a header a packet socket would give")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

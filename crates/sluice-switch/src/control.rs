@@ -382,42 +382,40 @@ fn inline_text(text: Option<String>, text_bytes: Option<usize>) -> Result<String
     }
 }
 
-/// How many raw bytes of text follow the line of `req` (a rules-text request with
-/// `text_bytes`; they follow it even if the request also has `text`, which is refused after
-/// they are read, so the stream stays in step).
-fn attached_len(req: &Request) -> Option<usize> {
+/// The text fields (`text`, `text_bytes`) of a rules-text request; `None` for any other.
+fn text_fields(req: &mut Request) -> Option<(&mut Option<String>, &mut Option<usize>)> {
     match req {
-        Request::FlowAddText { text_bytes, .. }
-        | Request::FlowDelText { text_bytes, .. }
-        | Request::FlowModText { text_bytes, .. } => *text_bytes,
+        Request::FlowAddText {
+            text, text_bytes, ..
+        }
+        | Request::FlowDelText {
+            text, text_bytes, ..
+        }
+        | Request::FlowModText {
+            text, text_bytes, ..
+        } => Some((text, text_bytes)),
         _ => None,
     }
 }
 
+/// How many raw bytes of text follow the line of `req` (a rules-text request with
+/// `text_bytes`; they follow it even if the request also has `text`, which is refused after
+/// they are read, so the stream stays in step).
+fn attached_len(req: &mut Request) -> Option<usize> {
+    text_fields(req).and_then(|(_, n)| *n)
+}
+
 /// `req` (a rules-text request whose text followed its line) with that text in it; an error
 /// if the text was not UTF-8 or the request had a `text` too.
-fn with_text(req: Request, text: Result<String, String>) -> Result<Request, String> {
-    Ok(match req {
-        Request::FlowAddText { text: Some(_), .. }
-        | Request::FlowDelText { text: Some(_), .. }
-        | Request::FlowModText { text: Some(_), .. } => return Err(TEXT_TWICE.into()),
-        Request::FlowAddText { atomic, .. } => Request::FlowAddText {
-            text: Some(text?),
-            text_bytes: None,
-            atomic,
-        },
-        Request::FlowDelText { atomic, .. } => Request::FlowDelText {
-            text: Some(text?),
-            text_bytes: None,
-            atomic,
-        },
-        Request::FlowModText { atomic, .. } => Request::FlowModText {
-            text: Some(text?),
-            text_bytes: None,
-            atomic,
-        },
-        other => other,
-    })
+fn with_text(mut req: Request, text: Result<String, String>) -> Result<Request, String> {
+    if let Some((t, n)) = text_fields(&mut req) {
+        if t.is_some() {
+            return Err(TEXT_TWICE.into());
+        }
+        *t = Some(text?);
+        *n = None;
+    }
+    Ok(req)
 }
 
 /// A decoded request to run; a rules text has its rules parsed here (outside the control
@@ -645,8 +643,8 @@ pub fn next_request(
     }
     let body = trim_line(line);
     let (req, n) = match decode(body) {
-        Ok(req) => {
-            let n = attached_len(&req);
+        Ok(mut req) => {
+            let n = attached_len(&mut req);
             (Ok(req), n)
         }
         // A refused line may still announce text after it: that text is skipped, never read
@@ -730,22 +728,12 @@ fn announced_len(body: &[u8]) -> Announced {
 
 /// `req` if its rules-text fields are usable (`streamed`: it came from a connection, where
 /// `text_bytes` can be read), else the refusal (`bad request: ...`).
-fn text_fields_ok(req: Request, streamed: bool) -> Result<Request, String> {
-    let (text, text_bytes) = match &req {
-        Request::FlowAddText {
-            text, text_bytes, ..
+fn text_fields_ok(mut req: Request, streamed: bool) -> Result<Request, String> {
+    match text_fields(&mut req).map(|(t, n)| (t.is_some(), n.is_some())) {
+        Some((false, false)) => {
+            Err("bad request: missing the rules: `text` (or `text_bytes`)".into())
         }
-        | Request::FlowDelText {
-            text, text_bytes, ..
-        }
-        | Request::FlowModText {
-            text, text_bytes, ..
-        } => (text.is_some(), text_bytes.is_some()),
-        _ => return Ok(req),
-    };
-    match (text, text_bytes) {
-        (false, false) => Err("bad request: missing the rules: `text` (or `text_bytes`)".into()),
-        (_, true) if !streamed => Err(format!("bad request: {NOT_STREAMED}")),
+        Some((_, true)) if !streamed => Err(format!("bad request: {NOT_STREAMED}")),
         _ => Ok(req),
     }
 }

@@ -2,11 +2,14 @@
 # Same-run comparison of Sluice's checksum `sum` with DPDK's rte_raw_cksum.
 #
 # Builds bench/dpdk/build/cksum_bench (C, gcc -O3 -march=native) and the Rust example
-# `cksum_bench` (cargo --release), runs them alternately PAIRS times (default 3) with ROUNDS
-# timing rounds each (default 15), checks both computed the same sum, and prints the median
-# over runs of each program's per-run median:
+# `cksum_bench` twice (cargo --release): the portable build (runtime dispatch, what `cargo
+# build` gives) and one with `-C target-cpu=native` (the same code generation flags as the DPDK
+# harness: the short-input path is then inlined AVX-512 where the CPU has it; target/native).
+# Runs the three alternately PAIRS times (default 3) with ROUNDS timing rounds each (default 15),
+# checks all computed the same sum, and prints the median over runs of each program's per-run
+# median:
 #
-#   size  sluice GB/s  avx2  scalar  dpdk GB/s  sluice/dpdk  memcpy GB/s (C)  memcpy (Rust)
+#   size  sluice GB/s  native  avx2  scalar  dpdk GB/s  sluice/dpdk  native/dpdk  memcpy (C, Rust)
 #
 # Usage: bench/dpdk/checksum-compare.sh [PAIRS [ROUNDS]]
 set -eu
@@ -17,7 +20,10 @@ rounds=${2:-15}
 
 "$here/build.sh" >&2
 (cd "$root" && cargo build --release -q -p sluice-checksum --example cksum_bench) >&2
+(cd "$root" && RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR="$root/target/native" \
+    cargo build --release -q -p sluice-checksum --example cksum_bench) >&2
 rust_bin="$root/target/release/examples/cksum_bench"
+native_bin="$root/target/native/release/examples/cksum_bench"
 c_bin="$here/build/cksum_bench"
 
 out=$(mktemp)
@@ -27,9 +33,11 @@ while [ "$i" -lt "$pairs" ]; do
     # Alternate which goes first so slow drift on a shared machine hits both equally.
     if [ $((i % 2)) -eq 0 ]; then
         "$rust_bin" "$rounds" | sed 's/^memcpy /memcpy-rust /' >>"$out"
+        "$native_bin" "$rounds" | grep '^sluice \|^check ' | sed 's/^sluice /native /' >>"$out"
         "$c_bin" "$rounds" >>"$out"
     else
         "$c_bin" "$rounds" >>"$out"
+        "$native_bin" "$rounds" | grep '^sluice \|^check ' | sed 's/^sluice /native /' >>"$out"
         "$rust_bin" "$rounds" | sed 's/^memcpy /memcpy-rust /' >>"$out"
     fi
     i=$((i + 1))
@@ -52,13 +60,13 @@ function median(key,    n, i, j, t, a) {
 }
 $1 != "check" { vals[$1 " " $2] = vals[$1 " " $2] " " $4; sizes[$2] = 1 }
 END {
-    printf "| size (B) | sluice GB/s | sluice avx2 | sluice scalar | dpdk GB/s | sluice/dpdk | memcpy GB/s (C) | memcpy GB/s (Rust) |\n"
-    printf "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    printf "| size (B) | sluice GB/s | sluice native | sluice avx2 | sluice scalar | dpdk GB/s | sluice/dpdk | native/dpdk | memcpy GB/s (C) | memcpy GB/s (Rust) |\n"
+    printf "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     n = 0; for (s in sizes) list[++n] = s + 0
     for (i = 2; i <= n; i++) { t = list[i]; for (j = i - 1; j >= 1 && list[j] > t; j--) list[j + 1] = list[j]; list[j + 1] = t }
     for (i = 1; i <= n; i++) {
         s = list[i]
-        sl = median("sluice " s); d = median("dpdk " s)
-        printf "| %d | %.1f | %.1f | %.1f | %.1f | %.2fx | %.1f | %.1f |\n", s, sl, median("sluice-avx2 " s), median("sluice-scalar " s), d, (d > 0 ? sl / d : 0), median("memcpy " s), median("memcpy-rust " s)
+        sl = median("sluice " s); nt = median("native " s); d = median("dpdk " s)
+        printf "| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.1f | %.1f |\n", s, sl, nt, median("sluice-avx2 " s), median("sluice-scalar " s), d, (d > 0 ? sl / d : 0), (d > 0 ? nt / d : 0), median("memcpy " s), median("memcpy-rust " s)
     }
 }' "$out"

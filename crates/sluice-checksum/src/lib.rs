@@ -29,8 +29,9 @@ mod scalar;
 #[allow(unsafe_code)]
 pub mod simd;
 
-/// Inputs shorter than this skip dispatch and take the short path (`simd::sum_le_short` on
-/// x86_64: an `adc` chain; `scalar::sum_le_short` elsewhere): below it the vector setup and
+/// Inputs shorter than this skip dispatch and take the short path (`simd::sum_short_folded` on
+/// x86_64: an `adc` chain, or inline AVX-512 in a build for such a CPU; `scalar::sum_le_short`
+/// elsewhere): below it the vector setup and
 /// horizontal reduction cost about as much as they save (measured with
 /// `examples/cksum_bench.rs` at 64..1024 bytes on a Sapphire Rapids core).
 const SIMD_MIN_LEN: usize = 256;
@@ -46,18 +47,18 @@ const SIMD_MIN_LEN: usize = 256;
 /// ```
 #[inline]
 pub fn sum(data: &[u8]) -> u16 {
-    let acc = if data.len() < SIMD_MIN_LEN {
+    let folded = if data.len() < SIMD_MIN_LEN {
         #[cfg(target_arch = "x86_64")]
-        let short = simd::sum_le_short(data);
+        let short = simd::sum_short_folded(data);
         #[cfg(not(target_arch = "x86_64"))]
-        let short = scalar::sum_le_short(data);
+        let short = fold(scalar::sum_le_short(data));
         short
     } else {
-        simd::sum_le_dispatched(data)
+        fold(simd::sum_le_dispatched(data))
     };
     // The implementations sum little-endian words; ones'-complement sums commute with byte
     // swapping (RFC 1071 section 2(B)), so one swap at the end gives the big-endian sum.
-    fold(acc).swap_bytes()
+    folded.swap_bytes()
 }
 
 /// The Internet checksum of `data`: `!sum(data)`, ready to store (big-endian) in a header.

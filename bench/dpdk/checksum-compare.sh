@@ -20,7 +20,9 @@ rounds=${2:-15}
 
 "$here/build.sh" >&2
 (cd "$root" && cargo build --release -q -p sluice-checksum --example cksum_bench) >&2
-(cd "$root" && RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR="$root/target/native" \
+# (cargo's fingerprint keeps the flag's text, not the CPU it resolved to: remove target/native
+# after moving the tree to another machine.)
+(cd "$root" && RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=native" CARGO_TARGET_DIR="$root/target/native" \
     cargo build --release -q -p sluice-checksum --example cksum_bench) >&2
 rust_bin="$root/target/release/examples/cksum_bench"
 native_bin="$root/target/native/release/examples/cksum_bench"
@@ -28,19 +30,25 @@ c_bin="$here/build/cksum_bench"
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+run_rust() { "$rust_bin" "$rounds" | sed 's/^memcpy /memcpy-rust /' >>"$out"; }
+run_native() { "$native_bin" "$rounds" | grep -E '^(sluice|check) ' | sed 's/^sluice /native /' >>"$out"; }
+run_c() { "$c_bin" "$rounds" >>"$out"; }
 i=0
 while [ "$i" -lt "$pairs" ]; do
-    # Alternate which goes first so slow drift on a shared machine hits both equally.
-    if [ $((i % 2)) -eq 0 ]; then
-        "$rust_bin" "$rounds" | sed 's/^memcpy /memcpy-rust /' >>"$out"
-        "$native_bin" "$rounds" | grep '^sluice \|^check ' | sed 's/^sluice /native /' >>"$out"
-        "$c_bin" "$rounds" >>"$out"
-    else
-        "$c_bin" "$rounds" >>"$out"
-        "$native_bin" "$rounds" | grep '^sluice \|^check ' | sed 's/^sluice /native /' >>"$out"
-        "$rust_bin" "$rounds" | sed 's/^memcpy /memcpy-rust /' >>"$out"
-    fi
+    # Rotate which goes first so slow drift on a shared machine hits all three alike.
+    case $((i % 3)) in
+    0) run_rust; run_native; run_c ;;
+    1) run_native; run_c; run_rust ;;
+    *) run_c; run_rust; run_native ;;
+    esac
     i=$((i + 1))
+done
+# A binary that died mid-pipe (SIGILL from a stale native build, say) leaves no lines: refuse.
+for prog in sluice native dpdk; do
+    if ! grep -q "^$prog " "$out"; then
+        echo "checksum-compare: no results from $prog" >&2
+        exit 1
+    fi
 done
 
 # Every "check" line for a size must carry the same sum (Rust and C, every run).
@@ -70,3 +78,7 @@ END {
         printf "| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %.1f | %.1f |\n", s, sl, nt, median("sluice-avx2 " s), median("sluice-scalar " s), d, (d > 0 ? sl / d : 0), (d > 0 ? nt / d : 0), median("memcpy " s), median("memcpy-rust " s)
     }
 }' "$out"
+echo
+echo "range over the runs (min-max GB/s):"
+awk '$1 != "check" { k = $1 " " $2; v = $4 + 0; if (!(k in lo) || v < lo[k]) lo[k] = v; if (!(k in hi) || v > hi[k]) hi[k] = v }
+END { for (k in lo) if (k ~ /^(sluice|native|dpdk) /) printf "  %-14s %6.1f-%.1f\n", k, lo[k], hi[k] }' "$out" | sort -k2n -k1,1

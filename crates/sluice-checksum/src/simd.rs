@@ -163,14 +163,6 @@ pub(crate) fn sum_le_dispatched(data: &[u8]) -> u64 {
 /// AVX2 short path behind the dispatch ran 2x slower.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-#[cfg_attr(
-    all(
-        target_feature = "avx512f",
-        target_feature = "avx512bw",
-        target_feature = "bmi2"
-    ),
-    allow(dead_code)
-)]
 pub(crate) fn sum_le_short(data: &[u8]) -> u64 {
     use crate::scalar::add_carry;
     let Some(last8) = data.last_chunk::<8>() else {
@@ -239,35 +231,31 @@ pub(crate) fn sum_le_short(data: &[u8]) -> u64 {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn sum_short_folded(data: &[u8]) -> u16 {
-    #[cfg(all(
-        target_feature = "avx512f",
-        target_feature = "avx512bw",
-        target_feature = "bmi2"
-    ))]
-    // SAFETY: this build only runs on CPUs with avx512f, avx512bw and bmi2.
-    let folded = fold32(unsafe { x86::sum_le_short_avx512(data) });
-    #[cfg(not(all(
-        target_feature = "avx512f",
-        target_feature = "avx512bw",
-        target_feature = "bmi2"
-    )))]
-    let folded = crate::fold(sum_le_short(data));
-    folded
+    if NATIVE_AVX512 {
+        // SAFETY: NATIVE_AVX512 says this build targets avx512f, avx512bw and bmi2, so it only
+        // runs on CPUs that have them (in any other build the branch is dead, removed at compile
+        // time).
+        fold32(unsafe { x86::sum_le_short_avx512(data) })
+    } else {
+        crate::fold(sum_le_short(data))
+    }
 }
+
+/// Whether this build targets AVX-512 (with BMI2 for the masked load's `bzhi`), so that
+/// [`sum_short_folded`] can inline [`x86::sum_le_short_avx512`]: the one place that condition is
+/// written.
+#[cfg(target_arch = "x86_64")]
+const NATIVE_AVX512: bool = cfg!(all(
+    target_feature = "avx512f",
+    target_feature = "avx512bw",
+    target_feature = "bmi2"
+));
 
 /// Folds a 32-bit sum of 16-bit words to 16 bits; zero only for zero. The high half of
 /// `sum + sum.rotate_left(16)` is the two halves' sum plus the carry out of the low half's
 /// (the same sum): their end-around-carry add, in three operations.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-#[cfg_attr(
-    not(all(
-        target_feature = "avx512f",
-        target_feature = "avx512bw",
-        target_feature = "bmi2"
-    )),
-    allow(dead_code)
-)]
 const fn fold32(sum: u32) -> u16 {
     (sum.wrapping_add(sum.rotate_left(16)) >> 16) as u16
 }
@@ -404,14 +392,6 @@ mod x86 {
     /// at most 0xffff: below 2^31, and every lane stays non-negative).
     #[target_feature(enable = "avx512f,avx512bw,bmi2")]
     #[inline]
-    #[cfg_attr(
-        not(all(
-            target_feature = "avx512f",
-            target_feature = "avx512bw",
-            target_feature = "bmi2"
-        )),
-        allow(dead_code)
-    )]
     pub(super) fn sum_le_short_avx512(data: &[u8]) -> u32 {
         debug_assert!(data.len() <= 1 << 16);
         let low = _mm512_set1_epi32(0xffff);
@@ -494,6 +474,13 @@ mod x86 {
 mod tests {
     use super::*;
 
+    /// The exact sum of `d`'s little-endian 16-bit words (an odd last byte zero-padded).
+    fn le_words(d: &[u8]) -> u64 {
+        d.chunks(2)
+            .map(|w| u64::from(w[0]) | u64::from(w.get(1).copied().unwrap_or(0)) << 8)
+            .sum()
+    }
+
     fn bytes(len: usize) -> Vec<u8> {
         (0..len as u32).map(|i| (i * 151 + 17) as u8).collect()
     }
@@ -520,13 +507,7 @@ mod tests {
                         // SAFETY: avx512f, avx512bw and bmi2 were detected just above.
                         let got = unsafe { x86::sum_le_short_avx512(d) };
                         assert_eq!(fold32(got), want, "avx512, len {len}");
-                        let words: u32 = d
-                            .chunks(2)
-                            .map(|w| {
-                                u32::from(w[0]) | u32::from(w.get(1).copied().unwrap_or(0)) << 8
-                            })
-                            .sum();
-                        assert_eq!(got, words, "exact word sum, len {len}");
+                        assert_eq!(u64::from(got), le_words(d), "exact word sum, len {len}");
                     }
                 }
             }
@@ -543,17 +524,12 @@ mod tests {
             eprintln!("no AVX-512: skipped");
             return;
         }
-        let words = |d: &[u8]| -> u64 {
-            d.chunks(2)
-                .map(|w| u64::from(w[0]) | u64::from(w.get(1).copied().unwrap_or(0)) << 8)
-                .sum()
-        };
         let ones = vec![0xffu8; 1 << 16];
         for len in [65_536, 65_535, 65_534, 4_097, 257] {
             let d = &ones[..len];
             // SAFETY: avx512f, avx512bw and bmi2 were detected above.
             let got = unsafe { x86::sum_le_short_avx512(d) };
-            assert_eq!(u64::from(got), words(d), "all ones, len {len}");
+            assert_eq!(u64::from(got), le_words(d), "all ones, len {len}");
         }
         // SAFETY: as above.
         assert_eq!(unsafe { x86::sum_le_short_avx512(&ones) }, 0x7fff_8000);
@@ -567,7 +543,7 @@ mod tests {
             let d = &data[1..=len];
             // SAFETY: as above.
             let got = unsafe { x86::sum_le_short_avx512(d) };
-            assert_eq!(u64::from(got), words(d), "len {len} at offset 1");
+            assert_eq!(u64::from(got), le_words(d), "len {len} at offset 1");
         }
     }
 

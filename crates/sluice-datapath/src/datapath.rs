@@ -43,7 +43,9 @@ use sluice_coverage::{counter, Counter};
 use sluice_flow::{Action, ExactCache, FlowKey, HitRef, Reader};
 use sluice_offload::features::{Device, DeviceLimits, Feature, Features};
 use sluice_offload::gro::{GroBurst, GroConfig, GroEngine, GroStats};
-use sluice_offload::gso::{segment, CsumMode, GsoOutput, GsoParams};
+use sluice_offload::gso::{
+    segment, segment_zero_copy, CsumMode, GsoOutput, GsoParams, ZeroCopyOutput,
+};
 use sluice_offload::tx::{tx_prepare, TxOutcome, TxOutput, TxPacket, TxSteps};
 use sluice_packet::rewrite::defer_gso_l4_checksum;
 use sluice_packet::{GsoType, OffloadMeta, Slot};
@@ -336,8 +338,8 @@ pub struct Datapath {
     rx_split: Vec<PacketBuf>,
     /// The datagrams of the UDP-GSO tunnel frames of one burst.
     uso: GsoOutput,
-    /// Where each frame of a GRO burst is (see `gro_burst`).
-    burst_srcs: Vec<BurstSrc>,
+    /// The datagram headers of one UDP-GSO tunnel frame split in place (`gro_receive_split`).
+    uso_headers: ZeroCopyOutput,
     /// The metadata of each frame of a GRO burst.
     burst_metas: Vec<OffloadMeta>,
     /// A GRO burst's output: rewritten headers and pieces of the burst's frames.
@@ -345,15 +347,6 @@ pub struct Datapath {
     /// The allocation of a GRO burst's list of frames, kept empty between bursts
     /// ([`borrow_frames`]).
     burst_frames: Vec<&'static [u8]>,
-}
-
-/// Where a frame of a GRO burst is: a received buffer (by its index in the burst), or a
-/// datagram split from a received UDP-GSO tunnel frame (by its index in `Datapath::uso`; the
-/// flag: its metadata is its own parse's, not its frame's first datagram's).
-#[derive(Debug, Clone, Copy)]
-enum BurstSrc {
-    Rx(usize),
-    Uso(usize, bool),
 }
 
 /// Packets classified together (one batched lookup).
@@ -388,7 +381,7 @@ impl Datapath {
             gro_out: Vec::new(),
             rx_split: Vec::new(),
             uso: GsoOutput::new(),
-            burst_srcs: Vec::new(),
+            uso_headers: ZeroCopyOutput::new(),
             burst_metas: Vec::new(),
             burst_out: GroBurst::new(),
             burst_frames: Vec::new(),
@@ -678,11 +671,13 @@ impl Datapath {
         let uso = rx.iter().any(is_tunnel_uso);
         if let Some(mut engine) = slot.gro.take() {
             let before = *engine.stats();
-            if engine.config().max_age == 0 {
+            if uso {
+                // UDP-GSO tunnel frames: split in place, each datagram merged (copied) as it
+                // comes, in the copying mode (same rules; see `gro_receive_split`).
+                self.gro_receive_split(&mut engine, &mut rx, &parse);
+            } else if engine.config().max_age == 0 {
                 // Nothing is held across bursts: the zero-copy burst mode, same rules.
-                self.gro_burst(number, &mut engine, &mut rx, &parse);
-            } else if uso {
-                self.gro_receive_split(&mut engine, &rx, &parse);
+                self.gro_burst(number, &mut engine, &mut rx);
             } else {
                 engine.receive_batch(rx.iter().map(|p| (p.frame(), p.meta)), self.now);
             }
@@ -751,31 +746,111 @@ impl Datapath {
         split
     }
 
-    /// A GRO port's burst with UDP-GSO tunnel frames in it: each such frame's datagrams go to
-    /// the engine in its place, straight from the split (the engine copies what it keeps), the
-    /// others as they are; then the batch ends.
-    fn gro_receive_split(&mut self, engine: &mut GroEngine, rx: &[PacketBuf], parse: &ParseConfig) {
-        let mut uso = std::mem::take(&mut self.uso);
-        for p in rx {
-            if !is_tunnel_uso(p) {
+    /// A GRO port's burst with UDP-GSO tunnel frames in it, in the engine's copying mode: each
+    /// such frame is split **in place** ([`Datapath::split_uso_in_place`]) and its datagrams
+    /// go to the engine one by one, the others as they are; then the batch ends. The engine
+    /// copies what it keeps before the next datagram's headers are written over the end of
+    /// the one before, so a frame's payload is copied once (into the merged packet) where a
+    /// split into fresh buffers copied it twice.
+    fn gro_receive_split(
+        &mut self,
+        engine: &mut GroEngine,
+        rx: &mut [PacketBuf],
+        parse: &ParseConfig,
+    ) {
+        for p in rx.iter_mut() {
+            if is_tunnel_uso(p) {
+                self.split_uso_in_place(p, parse, engine);
+            } else {
                 engine.receive(p.frame(), p.meta, self.now);
-                continue;
-            }
-            uso.clear();
-            if self.split_uso(p, parse, &mut uso).is_some() {
-                for f in uso.frames() {
-                    engine.receive(f, datagram_meta(f, parse), self.now);
-                }
             }
         }
-        self.uso = uso;
         engine.end_batch(self.now);
+    }
+
+    /// Splits the UDP-GSO frame of VXLAN / Geneve datagrams `p` in its own buffer and hands
+    /// each datagram to `engine` as soon as it is whole: datagram `k`'s outer headers (lengths,
+    /// IPv4 ID and header checksum fixed; outer UDP checksum partial, as the frame's was) are
+    /// written just before its payload, over the last bytes of datagram `k − 1`, which the
+    /// engine has already copied. The datagrams share one parse for their metadata (their
+    /// headers differ only in lengths, IDs and checksums; the engine checks each one's headers
+    /// itself). A frame that cannot be split is counted and dropped, as by `split_uso`.
+    fn split_uso_in_place(
+        &mut self,
+        p: &mut PacketBuf,
+        parse: &ParseConfig,
+        engine: &mut GroEngine,
+    ) {
+        let outer_only = ParseConfig {
+            parse_tunnels: false,
+            ..*parse
+        };
+        let mut heads = std::mem::take(&mut self.uso_headers);
+        heads.clear();
+        let split = sluice_wire::parse_with(p.frame(), &outer_only)
+            .ok()
+            .and_then(|layout| {
+                let mut params = GsoParams::new(GsoType::UdpL4, p.meta.segment_size());
+                params.l4_csum = CsumMode::Partial;
+                segment_zero_copy(p.frame(), &layout, &params, &mut heads).ok()
+            })
+            // Each datagram's headers fit before its payload, and the payloads follow each
+            // other: writing datagram k's headers touches only bytes datagram k − 1 had.
+            .filter(|&n| {
+                (0..n).all(|k| {
+                    heads.segment(k).is_some_and(|s| {
+                        let h = s.header.len();
+                        s.payload.start >= h
+                            && (k == 0
+                                || heads
+                                    .segment(k - 1)
+                                    .is_some_and(|b| b.payload.end == s.payload.start))
+                    })
+                })
+            });
+        let Some(n) = split else {
+            DP_RX_USO_SPLIT_DROPS.inc();
+            if let Ok(s) = self.slot_mut(p.in_port) {
+                s.stats.rx_errors += 1;
+            }
+            self.uso_headers = heads;
+            return;
+        };
+        DP_RX_USO_SPLIT.inc();
+        DP_RX_USO_DATAGRAMS.add(n as u64);
+        let mut shared: Option<OffloadMeta> = None;
+        for k in 0..n {
+            let Some(seg) = heads.segment(k) else { break };
+            let (hdr, payload) = (seg.header.clone(), seg.payload.clone());
+            let start = payload.start - hdr.len();
+            let frame = p.frame_mut();
+            let (Some(dst), Some(src)) = (
+                frame.get_mut(start..payload.start),
+                heads.header_arena().get(hdr),
+            ) else {
+                break;
+            };
+            dst.copy_from_slice(src);
+            let Some(datagram) = p.frame().get(start..payload.end) else {
+                break;
+            };
+            // (If the first one does not parse, each datagram gets its own parse.)
+            let meta = match shared {
+                Some(m) => m,
+                None => {
+                    shared = parsed_datagram_meta(datagram, parse);
+                    shared.unwrap_or_default()
+                }
+            };
+            engine.receive(datagram, meta, self.now);
+        }
+        self.uso_headers = heads;
     }
 
     /// A GRO port's burst in the engine's zero-copy burst mode
     /// ([`GroEngine::coalesce_burst`], for `max_age` 0: the same rules and output order as
-    /// the copying mode, nothing held across bursts). The burst's frames are the received
-    /// ones, a UDP-GSO tunnel frame's datagrams in its place. What comes out:
+    /// the copying mode, nothing held across bursts), for a burst without UDP-GSO tunnel
+    /// frames (those go to [`Datapath::gro_receive_split`]). What comes out:
     /// - a frame that joined nothing (a super-frame the device already merged, an ACK, a
     ///   packet of another protocol): **its own received buffer**, headroom and all — no copy,
     ///   where the copying mode copied every such frame, 64 KiB super-frames included;
@@ -784,50 +859,14 @@ impl Datapath {
     ///   moves nothing (the copying mode's output had none).
     ///
     /// Then the burst is classified and forwarded in that order.
-    fn gro_burst(
-        &mut self,
-        number: u32,
-        engine: &mut GroEngine,
-        rx: &mut [PacketBuf],
-        parse: &ParseConfig,
-    ) {
-        let mut uso = std::mem::take(&mut self.uso);
-        let mut srcs = std::mem::take(&mut self.burst_srcs);
+    fn gro_burst(&mut self, number: u32, engine: &mut GroEngine, rx: &mut [PacketBuf]) {
         let mut metas = std::mem::take(&mut self.burst_metas);
         let mut out = std::mem::take(&mut self.burst_out);
-        uso.clear();
-        srcs.clear();
         metas.clear();
-        for (i, p) in rx.iter().enumerate() {
-            if !is_tunnel_uso(p) {
-                srcs.push(BurstSrc::Rx(i));
-                metas.push(p.meta);
-                continue;
-            }
-            let first = uso.len();
-            if self.split_uso(p, parse, &mut uso).is_some() {
-                // The datagrams of one UDP-GSO frame have the same headers but for lengths,
-                // IDs and checksums: one parse gives them all their metadata (offsets and
-                // the split's checksum statuses). GRO parses each one itself before merging
-                // it; one that merges with nothing gets its own parse below.
-                // (If the first one does not parse, each datagram gets its own parse.)
-                let shared = uso
-                    .frame(first)
-                    .and_then(|f| parsed_datagram_meta(f, parse));
-                for j in first..uso.len() {
-                    let f = uso.frame(j).unwrap_or_default();
-                    let own = shared.is_none() || j == first;
-                    srcs.push(BurstSrc::Uso(j, own));
-                    metas.push(match shared {
-                        Some(m) => m,
-                        None => datagram_meta(f, parse),
-                    });
-                }
-            }
-        }
+        metas.extend(rx.iter().map(|p| p.meta));
         {
             let mut frames = borrow_frames(&mut self.burst_frames);
-            frames.extend(srcs.iter().map(|s| burst_frame(*s, rx, &uso)));
+            frames.extend(rx.iter().map(PacketBuf::frame));
             engine.coalesce_burst(&frames, &metas, &mut out);
             self.burst_frames = unborrow_frames(frames);
         }
@@ -835,53 +874,37 @@ impl Datapath {
         burst.clear();
         for bp in out.packets() {
             let mut pieces = out.pieces(bp);
-            let mut meta = bp.meta;
             let mut p = if bp.header.is_empty() {
                 // One frame, whole (a trailing pad may be cut off).
                 let Some(piece) = pieces.next() else {
                     DP_GRO_BURST_INVALID.inc();
                     continue;
                 };
-                match srcs.get(piece.frame) {
-                    Some(&BurstSrc::Rx(i)) if piece.range.start == 0 => {
-                        let Some(slot) = rx.get_mut(i) else {
-                            DP_GRO_BURST_INVALID.inc();
-                            continue;
-                        };
-                        let mut p = std::mem::replace(slot, PacketBuf::from_vec(Vec::new()));
-                        p.truncate(piece.range.end);
-                        p
-                    }
-                    Some(&src) => {
-                        let mut p = self.pool.get();
-                        let f = burst_frame(src, rx, &uso);
-                        p.set_frame(f.get(piece.range.clone()).unwrap_or_default());
-                        if let BurstSrc::Uso(_, false) = src {
-                            // It merged with nothing: its metadata from its own headers.
-                            meta = datagram_meta(p.frame(), parse);
-                        }
-                        p
-                    }
-                    None => {
-                        DP_GRO_BURST_INVALID.inc();
-                        continue;
-                    }
+                let Some(slot) = rx.get_mut(piece.frame) else {
+                    DP_GRO_BURST_INVALID.inc();
+                    continue;
+                };
+                if piece.range.start == 0 {
+                    let mut p = std::mem::replace(slot, PacketBuf::from_vec(Vec::new()));
+                    p.truncate(piece.range.end);
+                    p
+                } else {
+                    let mut p = self.pool.get();
+                    p.set_frame(slot.frame().get(piece.range.clone()).unwrap_or_default());
+                    p
                 }
             } else {
                 let mut p = self.pool.get();
                 p.set_frame(out.header(bp));
                 for piece in pieces {
-                    match srcs
-                        .get(piece.frame)
-                        .and_then(|&src| burst_frame(src, rx, &uso).get(piece.range))
-                    {
+                    match rx.get(piece.frame).and_then(|f| f.frame().get(piece.range)) {
                         Some(b) => p.append(b),
                         None => DP_GRO_BURST_INVALID.inc(),
                     }
                 }
                 p
             };
-            p.meta = meta;
+            p.meta = bp.meta;
             p.in_port = number;
             partial_gro_checksum(&mut p);
             burst.push(p);
@@ -894,8 +917,6 @@ impl Datapath {
             self.pool.put(p);
         }
         self.gro_out = burst;
-        self.uso = uso;
-        self.burst_srcs = srcs;
         self.burst_metas = metas;
         self.burst_out = out;
     }
@@ -1148,14 +1169,6 @@ fn unborrow_frames(mut v: Vec<&[u8]>) -> Vec<&'static [u8]> {
     v.clear();
     // Empty: the closure never runs; it only names the element type.
     v.into_iter().map(|_| -> &'static [u8] { &[] }).collect()
-}
-
-/// The bytes of a GRO burst's frame `src` (empty if it is not there).
-fn burst_frame<'a>(src: BurstSrc, rx: &'a [PacketBuf], uso: &'a GsoOutput) -> &'a [u8] {
-    match src {
-        BurstSrc::Rx(i) => rx.get(i).map_or(&[], PacketBuf::frame),
-        BurstSrc::Uso(j, _) => uso.frame(j).unwrap_or_default(),
-    }
 }
 
 /// A UDP-GSO frame of VXLAN / Geneve datagrams ([`Datapath::split_uso`]).

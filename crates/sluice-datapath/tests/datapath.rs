@@ -855,3 +855,81 @@ fn a_mixed_packed_tunnel_frame_keeps_each_packets_own_metadata() {
         "the TCP stream less its replaced first segment, in order"
     );
 }
+
+/// A packed frame whose VXLAN datagrams alternate between two inner TCP flows: the receiving
+/// port splits it in place, each datagram's outer headers written over the end of the one
+/// before once GRO has taken (copied) that one, while GRO holds a packet of each flow (the
+/// split numbers the outer IPv4 IDs datagram by datagram, so a flow's outer IDs skip one and,
+/// as in Linux, its packets do not merge). Both inner streams arrive whole and in order, so no
+/// datagram was read after its last bytes were reused.
+#[test]
+fn a_packed_frame_of_two_interleaved_flows_is_split_in_place_intact() {
+    let (_t, mut dp, [ha, hx, hy, hb]) = vxlan_hop();
+    const UNITS: usize = 6;
+    let mut packed = Vec::new();
+    let mut segs = Vec::new();
+    for sport in [40000u16, 40001] {
+        let mut seg = Seg::tcp4(1, 1448 * UNITS);
+        seg.sport = sport;
+        let f = seg.build();
+        let mut m = good_meta(&f);
+        m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
+        ha.inject(&f, m);
+        dp.poll_once();
+        let mut sent = hx.take_sent();
+        assert_eq!(sent.len(), 1, "one packed frame per super-frame");
+        packed.push(sent.remove(0));
+        segs.push(seg);
+    }
+    let ((fa, wa), (fb, wb)) = (&packed[0], &packed[1]);
+    let (_, size, _) = wa.gso.expect("UDP-GSO");
+    assert_eq!(wb.gso.expect("UDP-GSO").1, size, "same datagram size");
+    let (start, off) = wa.l4_csum.expect("outer UDP checksum partial");
+    let hdr = usize::from(start) + 8;
+    let unit = usize::from(size);
+    assert_eq!(
+        (fa.len() - hdr, fb.len() - hdr),
+        (UNITS * unit, UNITS * unit)
+    );
+    // Flow A's outer headers, then A0 B0 A1 B1 …; the outer lengths and IPv4 header checksum
+    // fixed for the longer frame.
+    let mut frame = fa[..hdr].to_vec();
+    for k in 0..UNITS {
+        frame.extend_from_slice(&fa[hdr + k * unit..hdr + (k + 1) * unit]);
+        frame.extend_from_slice(&fb[hdr + k * unit..hdr + (k + 1) * unit]);
+    }
+    let (ip, udp) = (14, usize::from(start));
+    let ip_len = u16::try_from(frame.len() - ip).expect("under 64 KiB");
+    frame[ip + 2..ip + 4].copy_from_slice(&ip_len.to_be_bytes());
+    frame[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
+    let sum = frame[ip..ip + 20]
+        .chunks(2)
+        .fold(0u32, |s, w| s + u32::from(u16::from_be_bytes([w[0], w[1]])));
+    let sum = (sum & 0xffff) + (sum >> 16);
+    let sum = !(((sum & 0xffff) + (sum >> 16)) as u16);
+    frame[ip + 10..ip + 12].copy_from_slice(&sum.to_be_bytes());
+    let udp_len = u16::try_from(frame.len() - udp).expect("under 64 KiB");
+    frame[udp + 4..udp + 6].copy_from_slice(&udp_len.to_be_bytes());
+    let meta = uso_rx_meta(&frame, start, off, size);
+    hy.inject(&frame, meta);
+    dp.poll_once();
+    let out = hb.take_sent();
+    let mut got = [Vec::new(), Vec::new()];
+    for (f, w) in &out {
+        let mut wire = Vec::new();
+        emulate_device(f, w, &ParseConfig::DEFAULT, &mut wire).expect("the device takes it");
+        wire.iter().for_each(|s| all_verify(s));
+        let l = sluice_wire::parse(f).expect("parses");
+        assert!(l.tunnel.is_none(), "decapsulated");
+        let l4 = l.outer.l4.expect("TCP");
+        let flow = usize::from(u16::from_be_bytes([f[l4], f[l4 + 1]]) == 40001);
+        got[flow].extend_from_slice(&f[l.outer.payload.expect("payload")..]);
+    }
+    for (flow, seg) in segs.iter().enumerate() {
+        assert!(
+            got[flow] == seg.payload,
+            "flow {flow}: its stream whole and in order"
+        );
+    }
+    assert_eq!(dp.stats(3).expect("y").gro.frames_in, 2 * UNITS as u64);
+}

@@ -10,7 +10,9 @@
 //! super-frame the device merged already, an ACK — goes on in its own receive buffer, and a
 //! merged packet is built once in a pool buffer with headroom (a pushed tag or tunnel header
 //! moves nothing). (With [`GroConfig::max_age`](sluice_offload::gro::GroConfig::max_age) above 0 the copying mode holds packets across
-//! polls instead.) Every packet of the burst (or of the
+//! polls instead.) A batch holding UDP-GSO frames of tunnel datagrams (a hop's packed VXLAN /
+//! Geneve segments) goes to the copying mode, each such frame split in place, datagram by
+//! datagram, so its payload is copied once. Every packet of the burst (or of the
 //! GRO output) is then parsed once and its [`FlowKey`](sluice_flow::FlowKey) extracted; the keys are looked up
 //! together in the flow table snapshot taken for the burst (lock-free; through a per-datapath
 //! exact-match cache, the misses in one batched classifier lookup), and each packet's actions
@@ -203,8 +205,15 @@ pub struct PortStats {
     pub tx_partial_gso: u64,
     /// Frames this port failed to send.
     pub tx_errors: u64,
-    /// Receive calls that failed.
+    /// Receive calls that failed, and received UDP-GSO tunnel frames that would not split
+    /// (dropped).
     pub rx_errors: u64,
+    /// UDP-GSO frames of tunnel datagrams (a hop's packed VXLAN / Geneve segments) split on
+    /// receive. Each datagram then goes on as a received packet (to GRO, or classified), so
+    /// the received packets' fates add up to `rx_packets - rx_uso_frames + rx_uso_datagrams`.
+    pub rx_uso_frames: u64,
+    /// The datagrams those frames were split into.
+    pub rx_uso_datagrams: u64,
     /// The port's own drops (invalid vnet headers, truncation).
     pub port: PortDrops,
     /// The port's GRO engine counters (zero when GRO is off).
@@ -336,10 +345,14 @@ pub struct Datapath {
     gro_out: Vec<PacketBuf>,
     /// A received burst with its UDP-GSO tunnel frames split (see `split_tunnel_uso`).
     rx_split: Vec<PacketBuf>,
-    /// The datagrams of the UDP-GSO tunnel frames of one burst.
+    /// The datagrams of the UDP-GSO tunnel frames of one burst on a port without GRO.
     uso: GsoOutput,
     /// The datagram headers of one UDP-GSO tunnel frame split in place (`gro_receive_split`).
     uso_headers: ZeroCopyOutput,
+    /// The metadata each in-place split of the burst gave all its datagrams (its first
+    /// datagram's), with the receiving port's parse configuration: a datagram the engine passes
+    /// through unmerged still carries it and gets its own (`drain_gro_engine`).
+    uso_shared: (Vec<OffloadMeta>, ParseConfig),
     /// The metadata of each frame of a GRO burst.
     burst_metas: Vec<OffloadMeta>,
     /// A GRO burst's output: rewritten headers and pieces of the burst's frames.
@@ -382,6 +395,7 @@ impl Datapath {
             rx_split: Vec::new(),
             uso: GsoOutput::new(),
             uso_headers: ZeroCopyOutput::new(),
+            uso_shared: (Vec::new(), ParseConfig::DEFAULT),
             burst_metas: Vec::new(),
             burst_out: GroBurst::new(),
             burst_frames: Vec::new(),
@@ -735,6 +749,10 @@ impl Datapath {
             Some(k) => {
                 DP_RX_USO_SPLIT.inc();
                 DP_RX_USO_DATAGRAMS.add(k as u64);
+                if let Ok(s) = self.slot_mut(p.in_port) {
+                    s.stats.rx_uso_frames += 1;
+                    s.stats.rx_uso_datagrams += k as u64;
+                }
             }
             None => {
                 DP_RX_USO_SPLIT_DROPS.inc();
@@ -751,13 +769,17 @@ impl Datapath {
     /// go to the engine one by one, the others as they are; then the batch ends. The engine
     /// copies what it keeps before the next datagram's headers are written over the end of
     /// the one before, so a frame's payload is copied once (into the merged packet) where a
-    /// split into fresh buffers copied it twice.
+    /// split into fresh buffers copied it twice. The price: in such a burst the other frames
+    /// are copied too, and every packet out of the copying mode has no headroom (a decap needs
+    /// none; a tag pushed or a larger header put in front moves the packet).
     fn gro_receive_split(
         &mut self,
         engine: &mut GroEngine,
         rx: &mut [PacketBuf],
         parse: &ParseConfig,
     ) {
+        self.uso_shared.0.clear();
+        self.uso_shared.1 = *parse;
         for p in rx.iter_mut() {
             if is_tunnel_uso(p) {
                 self.split_uso_in_place(p, parse, engine);
@@ -771,10 +793,12 @@ impl Datapath {
     /// Splits the UDP-GSO frame of VXLAN / Geneve datagrams `p` in its own buffer and hands
     /// each datagram to `engine` as soon as it is whole: datagram `k`'s outer headers (lengths,
     /// IPv4 ID and header checksum fixed; outer UDP checksum partial, as the frame's was) are
-    /// written just before its payload, over the last bytes of datagram `k − 1`, which the
-    /// engine has already copied. The datagrams share one parse for their metadata (their
-    /// headers differ only in lengths, IDs and checksums; the engine checks each one's headers
-    /// itself). A frame that cannot be split is counted and dropped, as by `split_uso`.
+    /// written just before its payload, over the end of the datagrams before it, which the
+    /// engine has already taken. The datagrams have the same headers but for lengths, IDs and
+    /// checksums, so one parse (the first datagram's) gives them all their metadata: the
+    /// engine parses each one itself before merging or holding it, and one it passes through
+    /// gets its own metadata when it leaves the engine ([`Datapath::drain_gro_engine`]). A
+    /// frame that cannot be split is counted and dropped, as by `split_uso`.
     fn split_uso_in_place(
         &mut self,
         p: &mut PacketBuf,
@@ -795,7 +819,7 @@ impl Datapath {
                 segment_zero_copy(p.frame(), &layout, &params, &mut heads).ok()
             })
             // Each datagram's headers fit before its payload, and the payloads follow each
-            // other: writing datagram k's headers touches only bytes datagram k − 1 had.
+            // other: writing datagram k's headers touches only bytes of datagrams before it.
             .filter(|&n| {
                 (0..n).all(|k| {
                     heads.segment(k).is_some_and(|s| {
@@ -818,6 +842,10 @@ impl Datapath {
         };
         DP_RX_USO_SPLIT.inc();
         DP_RX_USO_DATAGRAMS.add(n as u64);
+        if let Ok(s) = self.slot_mut(p.in_port) {
+            s.stats.rx_uso_frames += 1;
+            s.stats.rx_uso_datagrams += n as u64;
+        }
         let mut shared: Option<OffloadMeta> = None;
         for k in 0..n {
             let Some(seg) = heads.segment(k) else { break };
@@ -839,6 +867,9 @@ impl Datapath {
                 Some(m) => m,
                 None => {
                     shared = parsed_datagram_meta(datagram, parse);
+                    if let Some(m) = shared {
+                        self.uso_shared.0.push(m);
+                    }
                     shared.unwrap_or_default()
                 }
             };
@@ -950,23 +981,32 @@ impl Datapath {
     }
 
     fn drain_gro_engine(&mut self, number: u32, engine: &mut GroEngine) {
-        if engine.output_len() == 0 {
-            return;
+        // Taken whatever happens, and given back empty: it describes this drain's burst only.
+        let mut reparse = std::mem::take(&mut self.uso_shared.0);
+        if engine.output_len() > 0 {
+            let parse = engine.config().parse;
+            let mut burst = std::mem::take(&mut self.gro_out);
+            while let Some(g) = engine.pop_output() {
+                let mut p = PacketBuf::from_vec(g.frame);
+                p.meta = g.meta;
+                if g.segments == 1 && reparse.contains(&g.meta) {
+                    // A split datagram the engine passed through with its frame's first
+                    // datagram's metadata (a Geneve one with other options, an inner packet GRO
+                    // does not take): its own, as a datagram split on a port without GRO gets.
+                    p.meta = datagram_meta(p.frame(), &self.uso_shared.1);
+                }
+                p.in_port = number;
+                partial_gro_checksum(&mut p);
+                burst.push(p);
+            }
+            self.process_burst(&mut burst, &parse);
+            for p in burst.drain(..) {
+                engine.recycle(p.into_vec());
+            }
+            self.gro_out = burst;
         }
-        let parse = engine.config().parse;
-        let mut burst = std::mem::take(&mut self.gro_out);
-        while let Some(g) = engine.pop_output() {
-            let mut p = PacketBuf::from_vec(g.frame);
-            p.meta = g.meta;
-            p.in_port = number;
-            partial_gro_checksum(&mut p);
-            burst.push(p);
-        }
-        self.process_burst(&mut burst, &parse);
-        for p in burst.drain(..) {
-            engine.recycle(p.into_vec());
-        }
-        self.gro_out = burst;
+        reparse.clear();
+        self.uso_shared.0 = reparse;
     }
 
     /// Classifies a burst and runs each packet's actions, in order: every packet is parsed and

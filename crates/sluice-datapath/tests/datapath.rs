@@ -697,14 +697,19 @@ fn a_malformed_frame_in_a_burst_is_dropped_and_counted_the_rest_goes_on() {
 /// VXLAN); `y` (same device, GRO on) → `decap` → `b` (TSO). Returns the table (keep it), the
 /// datapath and the handles of `a`, `x`, `y`, `b`.
 fn vxlan_hop() -> (FlowTable, Datapath, [MemPortHandle; 4]) {
+    tunnel_hop("vxlan")
+}
+
+/// [`vxlan_hop`] with the tunnel `kind` (`vxlan` or `geneve`).
+fn tunnel_hop(kind: &str) -> (FlowTable, Datapath, [MemPortHandle; 4]) {
     let mut names = PortNames::new();
     for (n, p) in [("a", 1), ("x", 2), ("y", 3), ("b", 4)] {
         names.insert(n, p);
     }
     let mut t = FlowTable::new(TableConfig::default());
     let rules = [
-        "prio 10 in_port a action encap:vxlan:id=42:src=198.51.100.1:dst=198.51.100.2,output:x",
-        "prio 10 in_port y enc_key_id 42 action decap,output:b",
+        format!("prio 10 in_port a action encap:{kind}:id=42:src=198.51.100.1:dst=198.51.100.2,output:x"),
+        "prio 10 in_port y enc_key_id 42 action decap,output:b".to_string(),
     ]
     .iter()
     .map(|r| parse_rule(r, &names).expect("rule parses"))
@@ -808,52 +813,71 @@ fn vxlan_hop_packs_splits_merges_and_decaps_in_memory() {
     );
 }
 
-/// A hostile packed frame: the first VXLAN datagram of a UDP-GSO frame carries UDP, the rest
-/// TCP segments with the same header sizes. The datapath shares the first datagram's parse
-/// among the datagrams; GRO must not take it for the TCP ones: what leaves is the TCP stream
+/// A hostile packed frame: one VXLAN datagram of a UDP-GSO frame (the first, or one in the
+/// middle) carries UDP over IPv4 or IPv6, the rest TCP/IPv4 segments. Each datagram is parsed
+/// for its own metadata, so neither GRO nor what follows takes the UDP one for TCP, its IPv6
+/// header for IPv4, or the other way round: what leaves is the UDP datagram and the TCP stream
 /// (less the replaced segment) in packets whose checksums a device fills at the right place,
 /// and every segment it makes verifies.
 #[test]
 fn a_mixed_packed_tunnel_frame_keeps_each_packets_own_metadata() {
-    let (_t, mut dp, [ha, hx, hy, hb]) = vxlan_hop();
-    // One packed frame of a 20-segment TCP super-frame.
-    let seg = Seg::tcp4(1, 1448 * 20);
-    let f = seg.build();
-    let mut m = good_meta(&f);
-    m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
-    ha.inject(&f, m);
-    dp.poll_once();
-    let mut packed = hx.take_sent();
-    assert_eq!(packed.len(), 1, "one packed frame");
-    let (mut frame, w) = packed.remove(0);
-    let (_, size, _) = w.gso.expect("UDP-GSO");
-    let (start, off) = w.l4_csum.expect("outer checksum partial");
-    let hdr = usize::from(start) + 8;
-    let unit = usize::from(size);
-    // Unit 0 (VXLAN header + inner TCP segment) replaced by the VXLAN header + an inner UDP
-    // datagram of exactly the same length.
-    let inner_udp = Seg::udp4(unit - 8 - 14 - 20 - 8, 1).build();
-    assert_eq!(inner_udp.len(), unit - 8);
-    frame[hdr + 8..hdr + unit].copy_from_slice(&inner_udp);
-    let meta = uso_rx_meta(&frame, start, off, size);
-    hy.inject(&frame, meta);
-    dp.poll_once();
-    let out = hb.take_sent();
-    assert!(!out.is_empty());
-    let mut tcp_payload = Vec::new();
-    for (f, w) in &out {
-        let mut wire = Vec::new();
-        emulate_device(f, w, &ParseConfig::DEFAULT, &mut wire).expect("the device takes it");
-        wire.iter().for_each(|s| all_verify(s));
-        let l = sluice_wire::parse(f).expect("parses");
-        if l.outer.l4_proto == Some(6) {
-            tcp_payload.extend_from_slice(&f[l.outer.payload.expect("payload")..]);
+    for (at, v6) in [(0usize, false), (2, false), (2, true)] {
+        let (_t, mut dp, [ha, hx, hy, hb]) = vxlan_hop();
+        // One packed frame of a 20-segment TCP super-frame.
+        let seg = Seg::tcp4(1, 1448 * 20);
+        let f = seg.build();
+        let mut m = good_meta(&f);
+        m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
+        ha.inject(&f, m);
+        dp.poll_once();
+        let mut packed = hx.take_sent();
+        assert_eq!(packed.len(), 1, "one packed frame");
+        let (mut frame, w) = packed.remove(0);
+        let (_, size, _) = w.gso.expect("UDP-GSO");
+        let (start, off) = w.l4_csum.expect("outer checksum partial");
+        let hdr = usize::from(start) + 8;
+        let unit = usize::from(size);
+        // Unit `at` (VXLAN header + inner TCP segment) replaced by the VXLAN header + an inner
+        // UDP datagram of exactly the same length.
+        let ip_len = if v6 { 40 } else { 20 };
+        let inner_udp = Seg {
+            v6,
+            ..Seg::udp4(unit - 8 - 14 - ip_len - 8, 1)
         }
+        .build();
+        assert_eq!(inner_udp.len(), unit - 8);
+        let u = hdr + at * unit;
+        frame[u + 8..u + unit].copy_from_slice(&inner_udp);
+        let meta = uso_rx_meta(&frame, start, off, size);
+        hy.inject(&frame, meta);
+        dp.poll_once();
+        let out = hb.take_sent();
+        assert!(!out.is_empty());
+        let mut tcp_payload = Vec::new();
+        let mut udp = Vec::new();
+        for (f, w) in &out {
+            let mut wire = Vec::new();
+            emulate_device(f, w, &ParseConfig::DEFAULT, &mut wire).expect("the device takes it");
+            wire.iter().for_each(|s| all_verify(s));
+            let l = sluice_wire::parse(f).expect("parses");
+            assert!(l.tunnel.is_none(), "unit {at}: decapsulated");
+            match l.outer.l4_proto {
+                Some(6) => tcp_payload.extend_from_slice(&f[l.outer.payload.expect("payload")..]),
+                Some(17) => udp.push(wire.concat()),
+                p => panic!("unit {at}: protocol {p:?}"),
+            }
+        }
+        assert_eq!(
+            udp,
+            [inner_udp],
+            "unit {at}: the UDP datagram, decapsulated whole"
+        );
+        let want = [&seg.payload[..at * 1448], &seg.payload[(at + 1) * 1448..]].concat();
+        assert!(
+            tcp_payload == want,
+            "unit {at}: the TCP stream less its replaced segment, in order"
+        );
     }
-    assert!(
-        tcp_payload == seg.payload[1448..],
-        "the TCP stream less its replaced first segment, in order"
-    );
 }
 
 /// A packed frame whose VXLAN datagrams alternate between two inner TCP flows: the receiving
@@ -932,4 +956,93 @@ fn a_packed_frame_of_two_interleaved_flows_is_split_in_place_intact() {
         );
     }
     assert_eq!(dp.stats(3).expect("y").gro.frames_in, 2 * UNITS as u64);
+}
+
+/// A UDP-GSO frame of tunnel datagrams that cannot be split (its `gso_size` is smaller than a
+/// datagram's headers) in the same burst as one that can: the first is dropped and counted
+/// (`rx_errors`, and not in `rx_uso_frames`), the other's stream still arrives whole.
+#[test]
+fn an_unsplittable_packed_frame_is_counted_and_the_burst_goes_on() {
+    let (_t, mut dp, [ha, hx, hy, hb]) = vxlan_hop();
+    let seg = Seg::tcp4(1, 1448 * 8);
+    let f = seg.build();
+    let mut m = good_meta(&f);
+    m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
+    ha.inject(&f, m);
+    dp.poll_once();
+    let mut packed = hx.take_sent();
+    assert_eq!(packed.len(), 1, "one packed frame");
+    let (frame, w) = packed.remove(0);
+    let (_, size, _) = w.gso.expect("UDP-GSO");
+    let (start, off) = w.l4_csum.expect("outer checksum partial");
+    hy.inject(&frame, uso_rx_meta(&frame, start, off, 4));
+    hy.inject(&frame, uso_rx_meta(&frame, start, off, size));
+    dp.poll_once();
+    let st = dp.stats(3).expect("y");
+    assert_eq!((st.rx_packets, st.rx_errors), (2, 1));
+    assert_eq!((st.rx_uso_frames, st.rx_uso_datagrams), (1, 8));
+    let mut got = Vec::new();
+    for (f, _) in hb.take_sent() {
+        let l = sluice_wire::parse(&f).expect("parses");
+        got.extend_from_slice(&f[l.outer.payload.expect("payload")..]);
+    }
+    assert!(got == seg.payload, "the splittable frame's stream, whole");
+}
+
+/// A packed frame of Geneve datagrams in which one datagram (in the middle) carries an 8-byte
+/// option and an inner UDP datagram 8 bytes shorter: its inner frame starts 8 bytes later than
+/// its neighbours'. Each datagram is parsed for its own metadata, so the decap cuts that one at
+/// its own offset: the UDP datagram leaves whole, and the TCP stream (less the replaced
+/// segment) in order.
+#[test]
+fn a_geneve_datagram_with_its_own_options_is_decapsulated_at_its_own_offset() {
+    let (_t, mut dp, [ha, hx, hy, hb]) = tunnel_hop("geneve");
+    let seg = Seg::tcp4(1, 1448 * 6);
+    let f = seg.build();
+    let mut m = good_meta(&f);
+    m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
+    ha.inject(&f, m);
+    dp.poll_once();
+    let mut packed = hx.take_sent();
+    assert_eq!(packed.len(), 1, "one packed frame");
+    let (mut frame, w) = packed.remove(0);
+    let (_, size, _) = w.gso.expect("UDP-GSO");
+    let (start, off) = w.l4_csum.expect("outer checksum partial");
+    let hdr = usize::from(start) + 8;
+    let unit = usize::from(size);
+    let at = 2;
+    let u = hdr + at * unit;
+    assert_eq!(frame[u] & 0x3f, 0, "no Geneve options from the encap");
+    // Geneve header with opt_len 2 (words), then one option (class 0x0101, type 1, 4 bytes of
+    // data), then an inner UDP datagram that fills the rest of the unit.
+    frame[u] = 2;
+    frame[u + 8..u + 16].copy_from_slice(&[0x01, 0x01, 0x01, 0x01, 0xde, 0xad, 0xbe, 0xef]);
+    let inner_udp = Seg::udp4(unit - 16 - 14 - 20 - 8, 1).build();
+    assert_eq!(inner_udp.len(), unit - 16);
+    frame[u + 16..u + unit].copy_from_slice(&inner_udp);
+    hy.inject(&frame, uso_rx_meta(&frame, start, off, size));
+    dp.poll_once();
+    let mut tcp_payload = Vec::new();
+    let mut udp = Vec::new();
+    for (f, w) in hb.take_sent() {
+        let mut wire = Vec::new();
+        emulate_device(&f, &w, &ParseConfig::DEFAULT, &mut wire).expect("the device takes it");
+        let l = sluice_wire::parse(&f).expect("parses");
+        assert!(l.tunnel.is_none(), "decapsulated");
+        match l.outer.l4_proto {
+            Some(6) => tcp_payload.extend_from_slice(&f[l.outer.payload.expect("payload")..]),
+            Some(17) => udp.push(wire.concat()),
+            p => panic!("protocol {p:?}"),
+        }
+    }
+    assert_eq!(
+        udp,
+        [inner_udp],
+        "the UDP datagram, decapsulated at its own offset"
+    );
+    let want = [&seg.payload[..at * 1448], &seg.payload[(at + 1) * 1448..]].concat();
+    assert!(
+        tcp_payload == want,
+        "the TCP stream less its replaced segment, in order"
+    );
 }

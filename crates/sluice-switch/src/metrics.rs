@@ -144,6 +144,18 @@ const PORT_METRICS: &[PortMetric] = &[
         get: |p| p.rx_errors,
     },
     PortMetric {
+        name: "rx_uso_frames_total",
+        help: "UDP-GSO frames of tunnel datagrams split on receive",
+        kind: "counter",
+        get: |p| p.rx_uso_frames,
+    },
+    PortMetric {
+        name: "rx_uso_datagrams_total",
+        help: "datagrams those frames were split into (each then a received packet)",
+        kind: "counter",
+        get: |p| p.rx_uso_datagrams,
+    },
+    PortMetric {
         name: "tx_prepare_drops_total",
         help: "packets transmit preparation dropped for this egress",
         kind: "counter",
@@ -561,6 +573,8 @@ mod tests {
             rx_kernel_drops: 9,
             tx_kernel_drops: 4,
             rx_errors: 10,
+            rx_uso_frames: 0,
+            rx_uso_datagrams: 0,
             tx_prepare_drops: 11,
             tx_hw_gso: 15,
             tx_soft_gso: 16,

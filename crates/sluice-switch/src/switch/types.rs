@@ -328,6 +328,14 @@ pub struct PortStatsInfo {
     pub tx_kernel_drops: u64,
     /// Receive calls that failed.
     pub rx_errors: u64,
+    /// UDP-GSO frames of tunnel datagrams split on receive (each datagram then counts as a
+    /// received packet in the fates above: they add up to `rx_packets - rx_uso_frames +
+    /// rx_uso_datagrams`).
+    #[serde(default)]
+    pub rx_uso_frames: u64,
+    /// The datagrams those frames were split into.
+    #[serde(default)]
+    pub rx_uso_datagrams: u64,
     /// Packets transmit preparation dropped for this egress.
     pub tx_prepare_drops: u64,
     /// GSO packets handed to the device whole.
@@ -365,6 +373,8 @@ impl PortStatsInfo {
             rx_kernel_drops: s.port.rx_kernel,
             tx_kernel_drops: s.port.tx_kernel,
             rx_errors: s.rx_errors,
+            rx_uso_frames: s.rx_uso_frames,
+            rx_uso_datagrams: s.rx_uso_datagrams,
             tx_prepare_drops: s.tx_prepare_drops,
             tx_hw_gso: s.tx_hw_gso,
             tx_soft_gso: s.tx_soft_gso,

@@ -209,8 +209,9 @@ pub struct PortStats {
     /// (dropped).
     pub rx_errors: u64,
     /// UDP-GSO frames of tunnel datagrams (a hop's packed VXLAN / Geneve segments) split on
-    /// receive. Each datagram then goes on as a received packet (to GRO, or classified), so
-    /// the received packets' fates add up to `rx_packets - rx_uso_frames + rx_uso_datagrams`.
+    /// receive. Each datagram then goes on as a received packet (to GRO, or classified), so on
+    /// a port without GRO the received packets' fates (with `rx_errors`) add up to
+    /// `rx_packets - rx_uso_frames + rx_uso_datagrams`.
     pub rx_uso_frames: u64,
     /// The datagrams those frames were split into.
     pub rx_uso_datagrams: u64,
@@ -867,7 +868,7 @@ impl Datapath {
                 Some(m) => m,
                 None => {
                     shared = parsed_datagram_meta(datagram, parse);
-                    if let Some(m) = shared {
+                    if let Some(m) = shared.filter(|m| self.uso_shared.0.last() != Some(m)) {
                         self.uso_shared.0.push(m);
                     }
                     shared.unwrap_or_default()

@@ -702,6 +702,11 @@ fn vxlan_hop() -> (FlowTable, Datapath, [MemPortHandle; 4]) {
 
 /// [`vxlan_hop`] with the tunnel `kind` (`vxlan` or `geneve`).
 fn tunnel_hop(kind: &str) -> (FlowTable, Datapath, [MemPortHandle; 4]) {
+    tunnel_hop_with(kind, "decap,output:b")
+}
+
+/// [`tunnel_hop`] with the actions of the rule for what `y` receives.
+fn tunnel_hop_with(kind: &str, y_actions: &str) -> (FlowTable, Datapath, [MemPortHandle; 4]) {
     let mut names = PortNames::new();
     for (n, p) in [("a", 1), ("x", 2), ("y", 3), ("b", 4)] {
         names.insert(n, p);
@@ -709,7 +714,7 @@ fn tunnel_hop(kind: &str) -> (FlowTable, Datapath, [MemPortHandle; 4]) {
     let mut t = FlowTable::new(TableConfig::default());
     let rules = [
         format!("prio 10 in_port a action encap:{kind}:id=42:src=198.51.100.1:dst=198.51.100.2,output:x"),
-        "prio 10 in_port y enc_key_id 42 action decap,output:b".to_string(),
+        format!("prio 10 in_port y enc_key_id 42 action {y_actions}"),
     ]
     .iter()
     .map(|r| parse_rule(r, &names).expect("rule parses"))
@@ -814,15 +819,17 @@ fn vxlan_hop_packs_splits_merges_and_decaps_in_memory() {
 }
 
 /// A hostile packed frame: one VXLAN datagram of a UDP-GSO frame (the first, or one in the
-/// middle) carries UDP over IPv4 or IPv6, the rest TCP/IPv4 segments. Each datagram is parsed
-/// for its own metadata, so neither GRO nor what follows takes the UDP one for TCP, its IPv6
-/// header for IPv4, or the other way round: what leaves is the UDP datagram and the TCP stream
-/// (less the replaced segment) in packets whose checksums a device fills at the right place,
-/// and every segment it makes verifies.
+/// middle) carries UDP over IPv4 or IPv6, the rest TCP/IPv4 segments; after the decap a rule
+/// rewrites the destination port, which it finds through the packet's metadata. Each packet
+/// leaves GRO with its own metadata, so neither GRO nor the rewrite takes the UDP one for TCP,
+/// its IPv6 header for IPv4, or the other way round: what leaves is the UDP datagram and the TCP
+/// stream (less the replaced segment), each with the new port, in packets whose checksums a
+/// device fills at the right place, and every segment it makes verifies.
 #[test]
 fn a_mixed_packed_tunnel_frame_keeps_each_packets_own_metadata() {
     for (at, v6) in [(0usize, false), (2, false), (2, true)] {
-        let (_t, mut dp, [ha, hx, hy, hb]) = vxlan_hop();
+        let (_t, mut dp, [ha, hx, hy, hb]) =
+            tunnel_hop_with("vxlan", "decap,set_tp_dst:7777,output:b");
         // One packed frame of a 20-segment TCP super-frame.
         let seg = Seg::tcp4(1, 1448 * 20);
         let f = seg.build();
@@ -861,16 +868,25 @@ fn a_mixed_packed_tunnel_frame_keeps_each_packets_own_metadata() {
             wire.iter().for_each(|s| all_verify(s));
             let l = sluice_wire::parse(f).expect("parses");
             assert!(l.tunnel.is_none(), "unit {at}: decapsulated");
+            let l4 = l.outer.l4.expect("L4");
+            assert_eq!(
+                f[l4 + 2..l4 + 4],
+                7777u16.to_be_bytes(),
+                "unit {at}: port rewritten"
+            );
+            let payload = &f[l.outer.payload.expect("payload")..];
             match l.outer.l4_proto {
-                Some(6) => tcp_payload.extend_from_slice(&f[l.outer.payload.expect("payload")..]),
-                Some(17) => udp.push(wire.concat()),
+                Some(6) => tcp_payload.extend_from_slice(payload),
+                Some(17) => udp.push(payload.to_vec()),
                 p => panic!("unit {at}: protocol {p:?}"),
             }
         }
+        let l = sluice_wire::parse(&inner_udp).expect("parses");
+        let want_udp = inner_udp[l.outer.payload.expect("payload")..].to_vec();
         assert_eq!(
             udp,
-            [inner_udp],
-            "unit {at}: the UDP datagram, decapsulated whole"
+            [want_udp],
+            "unit {at}: the UDP datagram's payload, once"
         );
         let want = [&seg.payload[..at * 1448], &seg.payload[(at + 1) * 1448..]].concat();
         assert!(
@@ -958,8 +974,8 @@ fn a_packed_frame_of_two_interleaved_flows_is_split_in_place_intact() {
     assert_eq!(dp.stats(3).expect("y").gro.frames_in, 2 * UNITS as u64);
 }
 
-/// A UDP-GSO frame of tunnel datagrams that cannot be split (its `gso_size` is smaller than a
-/// datagram's headers) in the same burst as one that can: the first is dropped and counted
+/// A UDP-GSO frame of tunnel datagrams that cannot be split (a `gso_size` of 4 bytes: more
+/// datagrams than USO allows) in the same burst as one that can: the first is dropped and counted
 /// (`rx_errors`, and not in `rx_uso_frames`), the other's stream still arrives whole.
 #[test]
 fn an_unsplittable_packed_frame_is_counted_and_the_burst_goes_on() {

@@ -326,11 +326,12 @@ pub struct PortStatsInfo {
     /// Frames the kernel dropped after the port handed them over (the interface's transmit
     /// drops, e.g. a veth whose peer's queue was full).
     pub tx_kernel_drops: u64,
-    /// Receive calls that failed.
+    /// Receive calls that failed, and received UDP-GSO tunnel frames that would not split
+    /// (dropped).
     pub rx_errors: u64,
     /// UDP-GSO frames of tunnel datagrams split on receive (each datagram then counts as a
-    /// received packet in the fates above: they add up to `rx_packets - rx_uso_frames +
-    /// rx_uso_datagrams`).
+    /// received packet: on a port without GRO the fates above, with `rx_errors`, add up to
+    /// `rx_packets - rx_uso_frames + rx_uso_datagrams`).
     #[serde(default)]
     pub rx_uso_frames: u64,
     /// The datagrams those frames were split into.

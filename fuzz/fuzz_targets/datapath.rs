@@ -137,8 +137,8 @@ fuzz_target!(|data: &[u8]| {
         let a_tx = dp.stats(1).map_or(0, |s| s.tx_packets);
         // A UDP-GSO frame of tunnel datagrams is split: each datagram is a packet with a fate.
         let packets = st.rx_packets - st.rx_uso_frames + st.rx_uso_datagrams;
-        // (`rx_errors`: with in-memory ports, only the UDP-GSO frames that would not split.)
-        let fates = st.rx_no_match + st.rx_dropped_by_rule + st.rx_action_errors + st.rx_errors;
+        let fates =
+            st.rx_no_match + st.rx_dropped_by_rule + st.rx_action_errors + st.rx_uso_drops;
         assert!(
             fates <= packets,
             "more fates than packets: {fates} > {packets} ({} received, {} split into {})",

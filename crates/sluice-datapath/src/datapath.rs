@@ -205,16 +205,17 @@ pub struct PortStats {
     pub tx_partial_gso: u64,
     /// Frames this port failed to send.
     pub tx_errors: u64,
-    /// Receive calls that failed, and received UDP-GSO tunnel frames that would not split
-    /// (dropped).
+    /// Receive calls that failed.
     pub rx_errors: u64,
     /// UDP-GSO frames of tunnel datagrams (a hop's packed VXLAN / Geneve segments) split on
     /// receive. Each datagram then goes on as a received packet (to GRO, or classified), so on
-    /// a port without GRO the received packets' fates (with `rx_errors`) add up to
+    /// a port without GRO the received packets' fates (`rx_uso_drops` among them) add up to
     /// `rx_packets - rx_uso_frames + rx_uso_datagrams`.
     pub rx_uso_frames: u64,
     /// The datagrams those frames were split into.
     pub rx_uso_datagrams: u64,
+    /// Received UDP-GSO tunnel frames that would not split (dropped).
+    pub rx_uso_drops: u64,
     /// The port's own drops (invalid vnet headers, truncation).
     pub port: PortDrops,
     /// The port's GRO engine counters (zero when GRO is off).
@@ -758,7 +759,7 @@ impl Datapath {
             None => {
                 DP_RX_USO_SPLIT_DROPS.inc();
                 if let Ok(s) = self.slot_mut(p.in_port) {
-                    s.stats.rx_errors += 1;
+                    s.stats.rx_uso_drops += 1;
                 }
             }
         }
@@ -836,7 +837,7 @@ impl Datapath {
         let Some(n) = split else {
             DP_RX_USO_SPLIT_DROPS.inc();
             if let Ok(s) = self.slot_mut(p.in_port) {
-                s.stats.rx_errors += 1;
+                s.stats.rx_uso_drops += 1;
             }
             self.uso_headers = heads;
             return;

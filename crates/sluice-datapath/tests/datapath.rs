@@ -976,7 +976,7 @@ fn a_packed_frame_of_two_interleaved_flows_is_split_in_place_intact() {
 
 /// A UDP-GSO frame of tunnel datagrams that cannot be split (a `gso_size` of 4 bytes: more
 /// datagrams than USO allows) in the same burst as one that can: the first is dropped and counted
-/// (`rx_errors`, and not in `rx_uso_frames`), the other's stream still arrives whole.
+/// (`rx_uso_drops`, and not in `rx_uso_frames`), the other's stream still arrives whole.
 #[test]
 fn an_unsplittable_packed_frame_is_counted_and_the_burst_goes_on() {
     let (_t, mut dp, [ha, hx, hy, hb]) = vxlan_hop();
@@ -995,7 +995,7 @@ fn an_unsplittable_packed_frame_is_counted_and_the_burst_goes_on() {
     hy.inject(&frame, uso_rx_meta(&frame, start, off, size));
     dp.poll_once();
     let st = dp.stats(3).expect("y");
-    assert_eq!((st.rx_packets, st.rx_errors), (2, 1));
+    assert_eq!((st.rx_packets, st.rx_uso_drops, st.rx_errors), (2, 1, 0));
     assert_eq!((st.rx_uso_frames, st.rx_uso_datagrams), (1, 8));
     let mut got = Vec::new();
     for (f, _) in hb.take_sent() {

@@ -156,6 +156,12 @@ const PORT_METRICS: &[PortMetric] = &[
         get: |p| p.rx_uso_datagrams,
     },
     PortMetric {
+        name: "rx_uso_drops_total",
+        help: "received UDP-GSO tunnel frames that would not split (dropped)",
+        kind: "counter",
+        get: |p| p.rx_uso_drops,
+    },
+    PortMetric {
         name: "tx_prepare_drops_total",
         help: "packets transmit preparation dropped for this egress",
         kind: "counter",
@@ -575,6 +581,7 @@ mod tests {
             rx_errors: 10,
             rx_uso_frames: 0,
             rx_uso_datagrams: 0,
+            rx_uso_drops: 0,
             tx_prepare_drops: 11,
             tx_hw_gso: 15,
             tx_soft_gso: 16,

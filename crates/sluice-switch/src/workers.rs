@@ -385,6 +385,7 @@ impl PortStatsInfo {
         self.rx_errors += o.rx_errors;
         self.rx_uso_frames += o.rx_uso_frames;
         self.rx_uso_datagrams += o.rx_uso_datagrams;
+        self.rx_uso_drops += o.rx_uso_drops;
         self.tx_prepare_drops += o.tx_prepare_drops;
         self.tx_hw_gso += o.tx_hw_gso;
         self.tx_soft_gso += o.tx_soft_gso;

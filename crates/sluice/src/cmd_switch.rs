@@ -661,7 +661,8 @@ pub fn stats(socket: &Path, json: bool) -> Result<()> {
             + g("rx_action_errors")
             + g("rx_invalid")
             + g("rx_truncated")
-            + g("rx_kernel_drops");
+            + g("rx_kernel_drops")
+            + g("rx_uso_drops");
         let tx_drops = g("tx_prepare_drops") + g("tx_errors") + g("tx_kernel_drops");
         println!(
             "{:>4} {:<16} {:<5} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10} {:>10} {:>10}",

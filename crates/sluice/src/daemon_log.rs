@@ -92,6 +92,7 @@ mod tests {
             rx_errors: 0,
             rx_uso_frames: 0,
             rx_uso_datagrams: 0,
+            rx_uso_drops: 0,
             tx_prepare_drops: 0,
             tx_hw_gso: 0,
             tx_soft_gso: 0,

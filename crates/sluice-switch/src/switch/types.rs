@@ -326,17 +326,19 @@ pub struct PortStatsInfo {
     /// Frames the kernel dropped after the port handed them over (the interface's transmit
     /// drops, e.g. a veth whose peer's queue was full).
     pub tx_kernel_drops: u64,
-    /// Receive calls that failed, and received UDP-GSO tunnel frames that would not split
-    /// (dropped).
+    /// Receive calls that failed.
     pub rx_errors: u64,
     /// UDP-GSO frames of tunnel datagrams split on receive (each datagram then counts as a
-    /// received packet: on a port without GRO the fates above, with `rx_errors`, add up to
+    /// received packet: on a port without GRO the fates above, with `rx_uso_drops`, add up to
     /// `rx_packets - rx_uso_frames + rx_uso_datagrams`).
     #[serde(default)]
     pub rx_uso_frames: u64,
     /// The datagrams those frames were split into.
     #[serde(default)]
     pub rx_uso_datagrams: u64,
+    /// Received UDP-GSO tunnel frames that would not split (dropped).
+    #[serde(default)]
+    pub rx_uso_drops: u64,
     /// Packets transmit preparation dropped for this egress.
     pub tx_prepare_drops: u64,
     /// GSO packets handed to the device whole.
@@ -376,6 +378,7 @@ impl PortStatsInfo {
             rx_errors: s.rx_errors,
             rx_uso_frames: s.rx_uso_frames,
             rx_uso_datagrams: s.rx_uso_datagrams,
+            rx_uso_drops: s.rx_uso_drops,
             tx_prepare_drops: s.tx_prepare_drops,
             tx_hw_gso: s.tx_hw_gso,
             tx_soft_gso: s.tx_soft_gso,

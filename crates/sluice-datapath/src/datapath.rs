@@ -734,6 +734,21 @@ impl Datapath {
         parse: &ParseConfig,
         out: &mut GsoOutput,
     ) -> Option<usize> {
+        self.uso_split_with(p, parse, |frame, layout, params| {
+            segment(frame, layout, params, out).ok()
+        })
+    }
+
+    /// The part of a split of the UDP-GSO tunnel frame `p` both ways share: the outer headers
+    /// parsed, the software USO request made, `split` run on them, the outcome counted (frames
+    /// split and datagrams made, or a frame that would not split: dropped). Returns what
+    /// `split` returned.
+    fn uso_split_with(
+        &mut self,
+        p: &PacketBuf,
+        parse: &ParseConfig,
+        split: impl FnOnce(&[u8], &sluice_wire::Layout, &GsoParams) -> Option<usize>,
+    ) -> Option<usize> {
         let outer_only = ParseConfig {
             parse_tunnels: false,
             ..*parse
@@ -745,7 +760,7 @@ impl Datapath {
                 // The frame's outer UDP checksum is partial (a UDP-GSO frame's always is):
                 // so is each datagram's, the pseudo-header sum seeded as a device expects.
                 params.l4_csum = CsumMode::Partial;
-                segment(p.frame(), &layout, &params, out).ok()
+                split(p.frame(), &layout, &params)
             });
         match split {
             Some(k) => {
@@ -807,47 +822,27 @@ impl Datapath {
         parse: &ParseConfig,
         engine: &mut GroEngine,
     ) {
-        let outer_only = ParseConfig {
-            parse_tunnels: false,
-            ..*parse
-        };
         let mut heads = std::mem::take(&mut self.uso_headers);
         heads.clear();
-        let split = sluice_wire::parse_with(p.frame(), &outer_only)
-            .ok()
-            .and_then(|layout| {
-                let mut params = GsoParams::new(GsoType::UdpL4, p.meta.segment_size());
-                params.l4_csum = CsumMode::Partial;
-                segment_zero_copy(p.frame(), &layout, &params, &mut heads).ok()
-            })
+        let split = self.uso_split_with(p, parse, |frame, layout, params| {
+            let n = segment_zero_copy(frame, layout, params, &mut heads).ok()?;
             // Each datagram's headers fit before its payload, and the payloads follow each
             // other: writing datagram k's headers touches only bytes of datagrams before it.
-            .filter(|&n| {
-                (0..n).all(|k| {
-                    heads.segment(k).is_some_and(|s| {
-                        let h = s.header.len();
-                        s.payload.start >= h
-                            && (k == 0
-                                || heads
-                                    .segment(k - 1)
-                                    .is_some_and(|b| b.payload.end == s.payload.start))
-                    })
+            let mut end = None;
+            let fits = (0..n).all(|k| {
+                heads.segment(k).is_some_and(|s| {
+                    let ok = s.payload.start >= s.header.len()
+                        && end.is_none_or(|e| e == s.payload.start);
+                    end = Some(s.payload.end);
+                    ok
                 })
             });
+            fits.then_some(n)
+        });
         let Some(n) = split else {
-            DP_RX_USO_SPLIT_DROPS.inc();
-            if let Ok(s) = self.slot_mut(p.in_port) {
-                s.stats.rx_uso_drops += 1;
-            }
             self.uso_headers = heads;
             return;
         };
-        DP_RX_USO_SPLIT.inc();
-        DP_RX_USO_DATAGRAMS.add(n as u64);
-        if let Ok(s) = self.slot_mut(p.in_port) {
-            s.stats.rx_uso_frames += 1;
-            s.stats.rx_uso_datagrams += n as u64;
-        }
         let mut shared: Option<OffloadMeta> = None;
         for k in 0..n {
             let Some(seg) = heads.segment(k) else { break };

@@ -818,6 +818,35 @@ fn vxlan_hop_packs_splits_merges_and_decaps_in_memory() {
     );
 }
 
+/// The one packed frame `x` sends for the TCP super-frame `seg` (segments of 1448 bytes)
+/// injected at `a`: its bytes, its datagram size (`gso_size`), and where its outer UDP
+/// checksum, left to the device, starts and sits.
+struct Packed {
+    frame: Vec<u8>,
+    size: u16,
+    start: u16,
+    off: u16,
+}
+
+fn pack_one(dp: &mut Datapath, a: &MemPortHandle, x: &MemPortHandle, seg: &Seg) -> Packed {
+    let f = seg.build();
+    let mut m = good_meta(&f);
+    m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
+    a.inject(&f, m);
+    dp.poll_once();
+    let mut sent = x.take_sent();
+    assert_eq!(sent.len(), 1, "one packed frame per super-frame");
+    let (frame, w) = sent.remove(0);
+    let (_, size, _) = w.gso.expect("UDP-GSO");
+    let (start, off) = w.l4_csum.expect("outer UDP checksum left to the device");
+    Packed {
+        frame,
+        size,
+        start,
+        off,
+    }
+}
+
 /// A hostile packed frame: one VXLAN datagram of a UDP-GSO frame (the first, or one in the
 /// middle) carries UDP over IPv4 or IPv6, the rest TCP/IPv4 segments; after the decap a rule
 /// rewrites the destination port, which it finds through the packet's metadata. Each packet
@@ -832,16 +861,12 @@ fn a_mixed_packed_tunnel_frame_keeps_each_packets_own_metadata() {
             tunnel_hop_with("vxlan", "decap,set_tp_dst:7777,output:b");
         // One packed frame of a 20-segment TCP super-frame.
         let seg = Seg::tcp4(1, 1448 * 20);
-        let f = seg.build();
-        let mut m = good_meta(&f);
-        m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
-        ha.inject(&f, m);
-        dp.poll_once();
-        let mut packed = hx.take_sent();
-        assert_eq!(packed.len(), 1, "one packed frame");
-        let (mut frame, w) = packed.remove(0);
-        let (_, size, _) = w.gso.expect("UDP-GSO");
-        let (start, off) = w.l4_csum.expect("outer checksum partial");
+        let Packed {
+            mut frame,
+            size,
+            start,
+            off,
+        } = pack_one(&mut dp, &ha, &hx, &seg);
         let hdr = usize::from(start) + 8;
         let unit = usize::from(size);
         // Unit `at` (VXLAN header + inner TCP segment) replaced by the VXLAN header + an inner
@@ -906,25 +931,13 @@ fn a_mixed_packed_tunnel_frame_keeps_each_packets_own_metadata() {
 fn a_packed_frame_of_two_interleaved_flows_is_split_in_place_intact() {
     let (_t, mut dp, [ha, hx, hy, hb]) = vxlan_hop();
     const UNITS: usize = 6;
-    let mut packed = Vec::new();
-    let mut segs = Vec::new();
-    for sport in [40000u16, 40001] {
-        let mut seg = Seg::tcp4(1, 1448 * UNITS);
-        seg.sport = sport;
-        let f = seg.build();
-        let mut m = good_meta(&f);
-        m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
-        ha.inject(&f, m);
-        dp.poll_once();
-        let mut sent = hx.take_sent();
-        assert_eq!(sent.len(), 1, "one packed frame per super-frame");
-        packed.push(sent.remove(0));
-        segs.push(seg);
-    }
-    let ((fa, wa), (fb, wb)) = (&packed[0], &packed[1]);
-    let (_, size, _) = wa.gso.expect("UDP-GSO");
-    assert_eq!(wb.gso.expect("UDP-GSO").1, size, "same datagram size");
-    let (start, off) = wa.l4_csum.expect("outer UDP checksum partial");
+    let segs = [40000u16, 40001].map(|sport| Seg {
+        sport,
+        ..Seg::tcp4(1, 1448 * UNITS)
+    });
+    let [a, b] = [&segs[0], &segs[1]].map(|seg| pack_one(&mut dp, &ha, &hx, seg));
+    assert_eq!(b.size, a.size, "same datagram size");
+    let (fa, fb, size, start, off) = (&a.frame, &b.frame, a.size, a.start, a.off);
     let hdr = usize::from(start) + 8;
     let unit = usize::from(size);
     assert_eq!(
@@ -981,16 +994,12 @@ fn a_packed_frame_of_two_interleaved_flows_is_split_in_place_intact() {
 fn an_unsplittable_packed_frame_is_counted_and_the_burst_goes_on() {
     let (_t, mut dp, [ha, hx, hy, hb]) = vxlan_hop();
     let seg = Seg::tcp4(1, 1448 * 8);
-    let f = seg.build();
-    let mut m = good_meta(&f);
-    m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
-    ha.inject(&f, m);
-    dp.poll_once();
-    let mut packed = hx.take_sent();
-    assert_eq!(packed.len(), 1, "one packed frame");
-    let (frame, w) = packed.remove(0);
-    let (_, size, _) = w.gso.expect("UDP-GSO");
-    let (start, off) = w.l4_csum.expect("outer checksum partial");
+    let Packed {
+        frame,
+        size,
+        start,
+        off,
+    } = pack_one(&mut dp, &ha, &hx, &seg);
     hy.inject(&frame, uso_rx_meta(&frame, start, off, 4));
     hy.inject(&frame, uso_rx_meta(&frame, start, off, size));
     dp.poll_once();
@@ -1014,16 +1023,12 @@ fn an_unsplittable_packed_frame_is_counted_and_the_burst_goes_on() {
 fn a_geneve_datagram_with_its_own_options_is_decapsulated_at_its_own_offset() {
     let (_t, mut dp, [ha, hx, hy, hb]) = tunnel_hop("geneve");
     let seg = Seg::tcp4(1, 1448 * 6);
-    let f = seg.build();
-    let mut m = good_meta(&f);
-    m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
-    ha.inject(&f, m);
-    dp.poll_once();
-    let mut packed = hx.take_sent();
-    assert_eq!(packed.len(), 1, "one packed frame");
-    let (mut frame, w) = packed.remove(0);
-    let (_, size, _) = w.gso.expect("UDP-GSO");
-    let (start, off) = w.l4_csum.expect("outer checksum partial");
+    let Packed {
+        mut frame,
+        size,
+        start,
+        off,
+    } = pack_one(&mut dp, &ha, &hx, &seg);
     let hdr = usize::from(start) + 8;
     let unit = usize::from(size);
     let at = 2;

@@ -40,7 +40,7 @@ use crate::port_tap::encode_work;
 use sluice_datapath::buf::{BufPool, PacketBuf};
 pub use sluice_datapath::port::EthtoolFeature;
 use sluice_datapath::port::{
-    rx_meta, Port, PortControl, PortDrops, PortError, PortState, RecvResult,
+    rx_meta, Port, PortControl, PortDrops, PortError, PortState, RecvResult, RX_BURST_BYTES,
 };
 use sluice_offload::features::{Device, Feature, Features, MAX_VLAN_DEPTH};
 use sluice_offload::tx::DeviceWork;
@@ -473,7 +473,10 @@ impl Port for AfPacketPort {
 
     fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
         let mut n = 0;
-        while n < max {
+        // Bytes read by this call: the burst ends at RX_BURST_BYTES, checked between system
+        // calls (one reads up to RECV_BATCH frames).
+        let mut bytes = 0;
+        while n < max && bytes < RX_BURST_BYTES {
             // Only as many buffers as the pool has idle (at least one): an empty poll must not
             // allocate a batch of buffers the pool cannot keep.
             let want = (max - n).min(RECV_BATCH).min(pool.idle().max(1));
@@ -503,6 +506,7 @@ impl Port for AfPacketPort {
                     pool.put(b);
                     continue;
                 };
+                bytes += rf.len;
                 if rf.outgoing() {
                     pool.put(b);
                     continue;

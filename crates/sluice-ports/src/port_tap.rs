@@ -56,6 +56,7 @@ use crate::tap::{
 use sluice_datapath::buf::{BufPool, PacketBuf};
 use sluice_datapath::port::{
     rx_meta, EthtoolFeature, Port, PortControl, PortDrops, PortError, PortState, RecvResult,
+    RX_BURST_BYTES,
 };
 use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
@@ -791,7 +792,9 @@ impl Port for TapPort {
 
     fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
         let mut n = 0;
-        while n < max {
+        // Bytes read by this call, frames refused included: the burst ends at RX_BURST_BYTES.
+        let mut bytes = 0;
+        while n < max && bytes < RX_BURST_BYTES {
             let mut b = pool.get();
             let mut raw = [0u8; MAX_HDR_LEN];
             let hdr_len = self.fmt.size();
@@ -814,6 +817,7 @@ impl Port for TapPort {
                     }
                 }
             };
+            bytes += total;
             let Some(len) = total.checked_sub(hdr_len) else {
                 self.drops.rx_invalid += 1;
                 pool.put(b);

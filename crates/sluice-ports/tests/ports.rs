@@ -3,7 +3,7 @@
 //! changes), and an [`AfPacketPort`] on a veth end (metadata in, UDP GSO out).
 
 use sluice_datapath::buf::{BufPool, PacketBuf};
-use sluice_datapath::port::{Port, PortError};
+use sluice_datapath::port::{Port, PortError, RX_BURST_BYTES};
 use sluice_offload::features::Feature;
 use sluice_offload::tx::{tx_prepare, DeviceWork, TxOutcome, TxOutput, TxPacket};
 use sluice_packet::meta::Slot;
@@ -1085,4 +1085,141 @@ fn afpacket_uso_frame_of_vxlan_datagrams_reaches_a_kernel_vxlan_peer() {
         assert_eq!(g, &inner_payload(i), "datagram {i}");
     }
     assert_eq!(port.drops().tx_errors, 0);
+}
+
+/// A receive burst ends once it holds [`RX_BURST_BYTES`] (so the datapath forwards a burst while
+/// its frames are still in cache): 60 000-byte frames waiting on a TAP come in bursts of as many
+/// as reach the budget, the rest in the next call, every frame whole and in order.
+#[test]
+fn tap_receive_burst_ends_at_its_byte_budget() {
+    root();
+    let ns = Netns::create("slpbb").unwrap();
+    let name = format!("spb{}", unique_suffix());
+    let cfg = TapPortConfig {
+        offloads: false,
+        ..TapPortConfig::default()
+    };
+    let mut tap = ns.enter(|| TapPort::open(&name, &cfg)).unwrap().unwrap();
+    ns.run(&["ip", "link", "set", "dev", &name, "mtu", "65000"])
+        .unwrap();
+    ns.run(&["ip", "addr", "add", "10.77.0.1/24", "dev", &name])
+        .unwrap();
+    ns.link_up(&name).unwrap();
+    ns.wait_link_ready(&name, Duration::from_secs(5)).unwrap();
+    // A static neighbour: no ARP frame comes before the datagrams.
+    let neigh = [
+        "ip",
+        "neigh",
+        "replace",
+        "10.77.0.2",
+        "lladdr",
+        "02:00:00:00:00:02",
+    ];
+    ns.run(&[&neigh[..], &["dev", &name]].concat()).unwrap();
+
+    const LEN: usize = 60_000;
+    const FRAMES: usize = 12;
+    // Each datagram is one frame on the TAP (MTU 65 000: no fragments). The kernel queues it
+    // on the TAP before `send_to` returns.
+    ns.enter(|| {
+        let s = UdpSocket::bind("10.77.0.1:0")?;
+        for i in 0..FRAMES {
+            s.send_to(&payload(LEN, i as u8), "10.77.0.2:9")?;
+        }
+        Ok::<_, io::Error>(())
+    })
+    .unwrap()
+    .unwrap();
+
+    let frame_len = 14 + 20 + 8 + LEN;
+    // Frames are read until the burst holds the budget: the last one read crosses it.
+    let per_burst = RX_BURST_BYTES.div_ceil(frame_len);
+    assert!(per_burst < FRAMES, "the test needs more than one burst");
+    let mut pool = BufPool::new(65_536, 16);
+    let mut got = Vec::new();
+    let mut bursts = Vec::new();
+    while got.len() < FRAMES {
+        let n = tap.recv(&mut pool, &mut got, 64).unwrap();
+        assert!(n > 0, "frames lost: {} of {FRAMES} received", got.len());
+        bursts.push(n);
+    }
+    let mut want = vec![per_burst; FRAMES / per_burst];
+    if !FRAMES.is_multiple_of(per_burst) {
+        want.push(FRAMES % per_burst);
+    }
+    assert_eq!(bursts, want);
+    for (i, b) in got.iter().enumerate() {
+        assert_eq!(b.frame().len(), frame_len);
+        assert_eq!(b.frame()[42..], payload(LEN, i as u8)[..], "frame {i}");
+    }
+}
+
+/// The same budget on an `AF_PACKET` port, checked between its system calls: 40 frames of
+/// 60 000 bytes on a veth come as one `recvmmsg` of `RECV_BATCH` (more than the budget), then
+/// the rest, whole and in order.
+#[test]
+fn afpacket_receive_burst_ends_at_its_byte_budget() {
+    root();
+    let ns_a = Netns::create("slpbba").unwrap();
+    let ns_b = Netns::create("slpbbb").unwrap();
+    let va = format!("va{}", unique_suffix());
+    let vb = format!("vb{}", unique_suffix());
+    let _veth = VethPair::create(&ns_a, &va, &ns_b, &vb, 65_000).unwrap();
+    ns_b.run(&["ip", "addr", "add", "192.0.2.2/24", "dev", &vb])
+        .unwrap();
+    let neigh = [
+        "ip",
+        "neigh",
+        "replace",
+        "192.0.2.1",
+        "lladdr",
+        "02:00:00:00:01:01",
+    ];
+    ns_b.run(&[&neigh[..], &["dev", &vb]].concat()).unwrap();
+    let mut port = ns_a
+        .enter(|| AfPacketPort::open(&va, &AfPacketPortConfig::default()))
+        .unwrap()
+        .unwrap();
+
+    const LEN: usize = 60_000;
+    const FRAMES: usize = 40;
+    let batch = sluice_ports::afpacket::RECV_BATCH;
+    assert!(batch * (LEN + 42) >= RX_BURST_BYTES && batch < FRAMES && FRAMES <= 64);
+    ns_b.enter(|| {
+        let s = UdpSocket::bind("192.0.2.2:0")?;
+        for i in 0..FRAMES {
+            s.send_to(&payload(LEN, i as u8), "192.0.2.1:9")?;
+        }
+        Ok::<_, io::Error>(())
+    })
+    .unwrap()
+    .unwrap();
+
+    // A warm pool (as the datapath's): the port reads as many frames per call as it has idle
+    // buffers, up to RECV_BATCH.
+    let mut pool = BufPool::new(65_536, 64);
+    let warm: Vec<_> = (0..64).map(|_| pool.get()).collect();
+    warm.into_iter().for_each(|b| pool.put(b));
+    let mut got = Vec::new();
+    let mut bursts = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.len() < FRAMES {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {FRAMES} frames",
+            got.len()
+        );
+        let n = port.recv(&mut pool, &mut got, 64).unwrap();
+        if n > 0 {
+            bursts.push(n);
+        } else {
+            wait_readable(&[port.fd().unwrap()], Duration::from_millis(100)).unwrap();
+        }
+    }
+    assert_eq!(bursts, [batch, FRAMES - batch]);
+    for (i, b) in got.iter().enumerate() {
+        assert_eq!(b.frame().len(), 42 + LEN);
+        assert_eq!(b.frame()[42..], payload(LEN, i as u8)[..], "frame {i}");
+    }
+    assert_eq!(port.drops().rx_kernel, 0);
 }

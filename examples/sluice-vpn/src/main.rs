@@ -32,6 +32,7 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use sluice_datapath::port::RX_BURST_BYTES;
 use sluice_datapath::{BufPool, PacketBuf, Port};
 use sluice_offload::features::{Device, Features};
 use sluice_offload::gro::{GroConfig, GroEngine};
@@ -235,11 +236,18 @@ impl Tunnel {
     fn wire_to_tun(&mut self) -> usize {
         let mut got = [(0usize, 0u16); RX_BUFFERS];
         let mut k = 0;
+        // Received bytes: as a switch port's burst, this one ends at RX_BURST_BYTES, so the
+        // first receive is still in cache when GRO copies it.
+        let mut bytes = 0;
         for (buf, g) in self.bufs.iter_mut().zip(got.iter_mut()) {
+            if bytes >= RX_BURST_BYTES {
+                break;
+            }
             match self.sock.recv_gro(buf) {
                 Ok(Some(r)) => {
                     *g = r;
                     k += 1;
+                    bytes += r.0;
                 }
                 Ok(None) => break,
                 Err(_) => {

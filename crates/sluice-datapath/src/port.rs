@@ -18,16 +18,16 @@ use std::fmt;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 
-/// Where a receive burst ends by size: once the frames one [`Port::recv`] call has read hold
-/// at least this many bytes, the system ports (TAP, `AF_PACKET`) return them, even with fewer
-/// than `max`.
+/// Where a receive burst ends by size: once the frames (without their `virtio_net_hdr`) one
+/// [`Port::recv`] call has read hold at least this many bytes, the system ports return them,
+/// even with fewer than `max`. The TAP port checks after every frame; the `AF_PACKET` port
+/// between its system calls, one of which can still read `RECV_BATCH` (32) super-frames.
 ///
 /// The datapath reads a whole burst before it forwards any of it. With 64 KiB super-frames, a
-/// burst of 64 frames is 4 MiB, and the first frames have left the core's cache by the time
-/// they are sent: the kernel's copy of a frame on the sending socket then cost six times what
-/// the same bytes cost when warm, and was the largest single cost of a VLAN hop. Four
-/// super-frames stay in a core's L2 cache (measured in BENCHMARKS.md, "Receive bursts bounded
-/// by bytes").
+/// burst of 64 frames is 4 MiB, twice a core's L2 cache here, so the first frames are likely
+/// cold by the time they are sent on; with the bound, a VLAN hop and a TAP-to-TAP forward ran
+/// 16 % and 13 % faster (medians, daemon pinned; BENCHMARKS.md, "Receive bursts bounded by
+/// bytes").
 pub const RX_BURST_BYTES: usize = 256 * 1024;
 
 /// Why a port operation failed.
@@ -151,10 +151,10 @@ pub trait Port: Send {
     fn set_feature(&mut self, feature: Feature, on: bool) -> Result<(), PortError>;
 
     /// Receives up to `max` frames without blocking, each in a buffer from `pool` with its
-    /// metadata set, appended to `out`. Returns how many were appended (0: nothing waiting).
-    /// Frames the port must refuse are dropped and counted in [`Port::drops`]. A port may
-    /// return fewer than `max` while more are waiting once the frames it read hold
-    /// [`RX_BURST_BYTES`]; the next call goes on from there.
+    /// metadata set, appended to `out`. Returns how many were appended (0: nothing waiting, or
+    /// only frames it refused). Frames the port must refuse are dropped and counted in
+    /// [`Port::drops`]. A port may return fewer than `max` while more are waiting once the
+    /// frames it read hold [`RX_BURST_BYTES`]; the next call goes on from there.
     fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult;
 
     /// Sends one frame prepared for [`Port::device`], with the work left to the device.

@@ -792,7 +792,8 @@ impl Port for TapPort {
 
     fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
         let mut n = 0;
-        // Bytes read by this call, frames refused included: the burst ends at RX_BURST_BYTES.
+        // Frame bytes read by this call (refused frames included, virtio headers not): the
+        // burst ends at RX_BURST_BYTES.
         let mut bytes = 0;
         while n < max && bytes < RX_BURST_BYTES {
             let mut b = pool.get();
@@ -817,7 +818,7 @@ impl Port for TapPort {
                     }
                 }
             };
-            bytes += total;
+            bytes += total.saturating_sub(hdr_len);
             let Some(len) = total.checked_sub(hdr_len) else {
                 self.drops.rx_invalid += 1;
                 pool.put(b);

@@ -1131,6 +1131,12 @@ fn tap_receive_burst_ends_at_its_byte_budget() {
     .unwrap()
     .unwrap();
 
+    // Every frame through the TAP's qdisc (into its queue) before the first read.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while qdisc_sent_packets(&ns, &name) < FRAMES {
+        assert!(Instant::now() < deadline, "the frames never left the qdisc");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let frame_len = 14 + 20 + 8 + LEN;
     // Frames are read until the burst holds the budget: the last one read crosses it.
     let per_burst = RX_BURST_BYTES.div_ceil(frame_len);
@@ -1195,6 +1201,17 @@ fn afpacket_receive_burst_ends_at_its_byte_budget() {
     .unwrap()
     .unwrap();
 
+    // Every frame queued on the socket before the first read (the veth may hand them over in
+    // ksoftirqd, after `send_to` returned): the namespace's only packet socket holds them all.
+    let queued = FRAMES * (LEN + 42);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while packet_socket_rmem(&ns_a) < queued {
+        assert!(
+            Instant::now() < deadline,
+            "the frames never reached the socket"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     // A warm pool (as the datapath's): the port reads as many frames per call as it has idle
     // buffers, up to RECV_BATCH.
     let mut pool = BufPool::new(65_536, 64);
@@ -1222,4 +1239,29 @@ fn afpacket_receive_burst_ends_at_its_byte_budget() {
         assert_eq!(b.frame()[42..], payload(LEN, i as u8)[..], "frame {i}");
     }
     assert_eq!(port.drops().rx_kernel, 0);
+}
+
+/// The bytes queued on the packet sockets of `ns` (the `Rmem` column of `/proc/net/packet`,
+/// summed).
+fn packet_socket_rmem(ns: &Netns) -> usize {
+    let table = ns.run(&["cat", "/proc/net/packet"]).unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(6)?.parse::<usize>().ok())
+        .sum()
+}
+
+/// Packets the root qdisc of `ifname` in `ns` has passed to the device (`tc -s qdisc`: the
+/// first `Sent … bytes N pkt`).
+fn qdisc_sent_packets(ns: &Netns, ifname: &str) -> usize {
+    let out = ns
+        .run(&["tc", "-s", "qdisc", "show", "dev", ifname])
+        .unwrap();
+    let words: Vec<&str> = out.split_whitespace().collect();
+    words
+        .windows(5)
+        .find(|w| w[0] == "Sent" && w[2] == "bytes" && w[4] == "pkt")
+        .and_then(|w| w[3].parse().ok())
+        .unwrap_or(0)
 }

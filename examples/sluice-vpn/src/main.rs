@@ -116,7 +116,8 @@ impl Counters {
     }
 }
 
-/// Receives coalesced from the wire per pass (each up to 64 KiB).
+/// Receives coalesced from the wire per pass at most (each up to 64 KiB); a pass also ends once
+/// it holds `RX_BURST_BYTES`, about four full receives.
 const RX_BUFFERS: usize = 16;
 /// Packets taken from the TUN per pass.
 const TUN_BATCH: usize = 64;

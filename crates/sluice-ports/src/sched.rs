@@ -4,8 +4,8 @@
 
 use std::io;
 
-/// The highest-numbered CPU this process may run on (`sched_getaffinity`).
-pub fn last_allowed_cpu() -> io::Result<usize> {
+/// The CPUs the calling thread may run on (`sched_getaffinity`), in increasing order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     // SAFETY: cpu_set_t is plain old data; all-zero is valid.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid cpu_set_t of the size passed, written by the kernel.
@@ -14,10 +14,17 @@ pub fn last_allowed_cpu() -> io::Result<usize> {
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
-    (0..libc::CPU_SETSIZE as usize)
-        .rev()
+    Ok((0..libc::CPU_SETSIZE as usize)
         // SAFETY: `cpu` is below CPU_SETSIZE, so CPU_ISSET stays inside `set`.
-        .find(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// The highest-numbered CPU this process may run on (`sched_getaffinity`).
+pub fn last_allowed_cpu() -> io::Result<usize> {
+    allowed_cpus()?
+        .last()
+        .copied()
         .ok_or_else(|| io::Error::other("empty CPU affinity"))
 }
 
@@ -75,5 +82,20 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(pin_to_cpu(0, libc::CPU_SETSIZE as usize).is_err());
+    }
+
+    #[test]
+    fn a_thread_pinned_to_one_cpu_is_allowed_that_cpu_only() {
+        let all = allowed_cpus().unwrap();
+        assert!(!all.is_empty() && all.windows(2).all(|w| w[0] < w[1]));
+        let cpu = all[0];
+        let after = std::thread::spawn(move || {
+            pin_to_cpu(0, cpu)?;
+            allowed_cpus()
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+        assert_eq!(after, [cpu]);
     }
 }

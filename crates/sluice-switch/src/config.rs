@@ -13,6 +13,7 @@ pub const DEFAULT_CONFIG: &str = r#"{
   "batch": 64,
   "poll_timeout_us": 2000,
   "busy_poll_us": 20,
+  "pin_threads": true,
   "max_rules": 1048576,
   "max_masks": 4096,
   "max_rule_bytes": 1073741824,
@@ -116,6 +117,10 @@ pub struct Config {
     /// per CPU when absent.
     #[serde(default)]
     pub threads: Option<usize>,
+    /// Pin datapath thread `i` to the `i`-th CPU the daemon may run on (default `true`; left
+    /// to the scheduler when there are more threads than CPUs).
+    #[serde(default)]
+    pub pin_threads: Option<bool>,
     /// Most flow rules.
     #[serde(default)]
     pub max_rules: Option<usize>,

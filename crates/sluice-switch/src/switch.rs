@@ -468,6 +468,12 @@ impl Switch {
         self.workers.threads()
     }
 
+    /// The CPU each datapath thread is pinned to, by thread (empty: not pinned; see
+    /// [`SwitchConfig::pin_threads`]).
+    pub fn pinned_cpus(&self) -> &[usize] {
+        self.workers.cpus()
+    }
+
     /// What each datapath thread has carried (packets received and sent over all its queues),
     /// by thread.
     pub fn thread_stats(&self) -> Result<Vec<ThreadStats>, SwitchError> {

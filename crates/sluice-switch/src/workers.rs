@@ -107,6 +107,8 @@ pub(crate) struct Workers {
     handles: Mutex<Vec<JoinHandle<()>>>,
     stop: Arc<AtomicBool>,
     reply_timeout: Duration,
+    /// The CPU each thread was pinned to, by thread (empty: not pinned).
+    cpus: Vec<usize>,
 }
 
 impl Workers {
@@ -120,8 +122,14 @@ impl Workers {
             handles: Mutex::new(Vec::with_capacity(n)),
             stop: Arc::new(AtomicBool::new(false)),
             reply_timeout: Duration::from_secs(30) + cfg.poll_timeout,
+            cpus: if cfg.pin_threads {
+                pin_plan(n)
+            } else {
+                Vec::new()
+            },
         };
         for i in 0..n {
+            let cpu = w.cpus.get(i).copied();
             let dcfg = DatapathConfig {
                 count_port_down: cfg.datapath.count_port_down && i == 0,
                 ..cfg.datapath
@@ -141,7 +149,14 @@ impl Workers {
             // On failure `w` is dropped, which stops the threads already started.
             let h = std::thread::Builder::new()
                 .name(name)
-                .spawn(move || datapath_loop(&mut dp, &rx, &thread_times, &stop, timeout, spin))
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        if let Err(e) = sluice_ports::sched::pin_to_cpu(0, cpu) {
+                            tracing::warn!("datapath thread {i} not pinned to CPU {cpu}: {e}");
+                        }
+                    }
+                    datapath_loop(&mut dp, &rx, &thread_times, &stop, timeout, spin)
+                })
                 .map_err(|e| SwitchError::Port(format!("cannot start datapath thread {i}: {e}")))?;
             w.jobs.push(tx);
             w.job_times.push(times);
@@ -156,6 +171,11 @@ impl Workers {
     /// The number of datapath threads.
     pub(crate) fn threads(&self) -> usize {
         self.jobs.len()
+    }
+
+    /// The CPU each datapath thread was pinned to, by thread (empty: not pinned).
+    pub(crate) fn cpus(&self) -> &[usize] {
+        &self.cpus
     }
 
     /// The one place jobs go out and replies come back: every `(thread, job)` is sent first (the
@@ -477,6 +497,26 @@ fn open_tap(
                 Ok(q) => Ok(vec![Box::new(q) as Box<dyn Port>]),
                 Err(_) => Err(err(single)),
             }
+        }
+    }
+}
+
+/// Where `n` datapath threads are pinned: thread `i` to the `i`-th CPU the process may run on,
+/// or nowhere (empty, with a warning) when there are fewer such CPUs than threads or they
+/// cannot be read.
+fn pin_plan(n: usize) -> Vec<usize> {
+    match sluice_ports::sched::allowed_cpus() {
+        Ok(cpus) if cpus.len() >= n => cpus[..n].to_vec(),
+        Ok(cpus) => {
+            tracing::warn!(
+                "{n} datapath threads on {} CPUs: threads not pinned",
+                cpus.len()
+            );
+            Vec::new()
+        }
+        Err(e) => {
+            tracing::warn!("cannot read the CPU affinity ({e}): threads not pinned");
+            Vec::new()
         }
     }
 }

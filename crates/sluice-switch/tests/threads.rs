@@ -293,3 +293,60 @@ fn a_single_queue_tap_is_spread_over_the_threads_by_software_rss() {
     let info = t.sw.ports().expect("ports");
     assert!(info.iter().all(|p| p.state == "up"), "{info:?}");
 }
+
+/// The CPUs the kernel lets the thread named `name` of this process run on
+/// (`Cpus_allowed_list` of its `/proc/self/task/*/status`), if there is one such thread.
+fn cpus_of_thread(name: &str) -> Option<String> {
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|t| {
+        let dir = t.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        (comm.trim_end() == name).then_some(())?;
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// `pin_threads`: datapath thread `i` runs on the `i`-th CPU the process may use, and only
+/// there; with more threads than CPUs, none is pinned.
+#[test]
+fn pinned_datapath_threads_run_on_their_own_cpu_only() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let allowed = sluice_ports::sched::allowed_cpus().expect("affinity");
+    let threads = allowed.len().min(2);
+    let sw = Switch::start(SwitchConfig {
+        threads,
+        pin_threads: true,
+        ..SwitchConfig::default()
+    })
+    .expect("switch");
+    assert_eq!(sw.pinned_cpus(), &allowed[..threads]);
+    for (i, cpu) in allowed.iter().take(threads).enumerate() {
+        let name = if threads == 1 {
+            "sluice-datapath".to_string()
+        } else {
+            format!("sluice-dp{i}")
+        };
+        // The thread pins itself as it starts.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while cpus_of_thread(&name) != Some(cpu.to_string()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} runs on {:?}, not CPU {cpu}",
+                cpus_of_thread(&name)
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    drop(sw);
+
+    let sw = Switch::start(SwitchConfig {
+        threads: allowed.len() + 1,
+        pin_threads: true,
+        ..SwitchConfig::default()
+    })
+    .expect("switch");
+    assert!(sw.pinned_cpus().is_empty());
+}

@@ -35,6 +35,10 @@ pub struct RunArgs {
     /// one per CPU). 1 runs a single datapath thread.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Leave the datapath threads to the scheduler instead of pinning thread i to the i-th CPU
+    /// the daemon may run on (overrides `pin_threads`).
+    #[arg(long)]
+    no_pin_threads: bool,
     /// Most flow rules (overrides `max_rules`).
     #[arg(long, value_name = "N")]
     max_rules: Option<usize>,
@@ -101,6 +105,7 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         Some(n) => check_threads(n).map_err(anyhow::Error::msg)?,
         None => std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS)),
     };
+    sc.pin_threads = !args.no_pin_threads && config.pin_threads.unwrap_or(true);
     if let Some(m) = args.max_rules.or(config.max_rules) {
         sc.max_rules = m;
     }
@@ -189,8 +194,19 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
             bail!("{where_}: rules rejected:\n{}", errors.join("\n"));
         }
     }
+    let pinned = match switch.pinned_cpus() {
+        [] => String::new(),
+        cpus => format!(
+            ", pinned to CPU{} {}",
+            if cpus.len() == 1 { "" } else { "s" },
+            cpus.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
     tracing::info!(
-        "listening on {} ({} datapath thread{})",
+        "listening on {} ({} datapath thread{}{pinned})",
         server.path().display(),
         switch.threads(),
         if switch.threads() == 1 { "" } else { "s" }

@@ -13,7 +13,6 @@ pub const DEFAULT_CONFIG: &str = r#"{
   "batch": 64,
   "poll_timeout_us": 2000,
   "busy_poll_us": 20,
-  "pin_threads": true,
   "max_rules": 1048576,
   "max_masks": 4096,
   "max_rule_bytes": 1073741824,
@@ -117,8 +116,9 @@ pub struct Config {
     /// per CPU when absent.
     #[serde(default)]
     pub threads: Option<usize>,
-    /// Pin datapath thread `i` to the `i`-th CPU the daemon may run on (default `true`; left
-    /// to the scheduler when there are more threads than CPUs).
+    /// Pin datapath thread `i` to the `i`-th CPU the daemon may run on. Absent (as in the
+    /// default): pinned when there is one thread per such CPU (the default thread count, unless
+    /// a CPU quota lowers it); `true`: also with fewer threads; `false`: never.
     #[serde(default)]
     pub pin_threads: Option<bool>,
     /// Most flow rules.

@@ -468,10 +468,10 @@ impl Switch {
         self.workers.threads()
     }
 
-    /// The CPU each datapath thread is pinned to, by thread (empty: not pinned; see
+    /// The CPU each datapath thread pinned itself to, by thread (`None`: not pinned; see
     /// [`SwitchConfig::pin_threads`]).
-    pub fn pinned_cpus(&self) -> &[usize] {
-        self.workers.cpus()
+    pub fn pinned_cpus(&self) -> Vec<Option<usize>> {
+        self.workers.pinned()
     }
 
     /// What each datapath thread has carried (packets received and sent over all its queues),

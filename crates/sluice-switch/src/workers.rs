@@ -58,7 +58,7 @@ use sluice_datapath::{Datapath, DatapathConfig, DatapathError, PortOptions};
 use sluice_flow::FlowTable;
 use sluice_ports::port_afpacket::{AfPacketPort, AfPacketPortConfig};
 use sluice_ports::port_tap::{TapPort, TapPortConfig};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -107,8 +107,9 @@ pub(crate) struct Workers {
     handles: Mutex<Vec<JoinHandle<()>>>,
     stop: Arc<AtomicBool>,
     reply_timeout: Duration,
-    /// The CPU each thread was pinned to, by thread (empty: not pinned).
-    cpus: Vec<usize>,
+    /// The CPU each thread pinned itself to, by thread (`usize::MAX`: not pinned); set by the
+    /// thread before it takes its first job.
+    pinned: Arc<[AtomicUsize]>,
 }
 
 impl Workers {
@@ -122,14 +123,16 @@ impl Workers {
             handles: Mutex::new(Vec::with_capacity(n)),
             stop: Arc::new(AtomicBool::new(false)),
             reply_timeout: Duration::from_secs(30) + cfg.poll_timeout,
-            cpus: if cfg.pin_threads {
-                pin_plan(n)
-            } else {
-                Vec::new()
-            },
+            pinned: (0..n).map(|_| AtomicUsize::new(usize::MAX)).collect(),
+        };
+        let plan = if cfg.pin_threads {
+            pin_plan(n)
+        } else {
+            Vec::new()
         };
         for i in 0..n {
-            let cpu = w.cpus.get(i).copied();
+            let cpu = plan.get(i).copied();
+            let pinned = Arc::clone(&w.pinned);
             let dcfg = DatapathConfig {
                 count_port_down: cfg.datapath.count_port_down && i == 0,
                 ..cfg.datapath
@@ -151,8 +154,15 @@ impl Workers {
                 .name(name)
                 .spawn(move || {
                     if let Some(cpu) = cpu {
-                        if let Err(e) = sluice_ports::sched::pin_to_cpu(0, cpu) {
-                            tracing::warn!("datapath thread {i} not pinned to CPU {cpu}: {e}");
+                        match sluice_ports::sched::pin_to_cpu(0, cpu) {
+                            Ok(()) => {
+                                if let Some(slot) = pinned.get(i) {
+                                    slot.store(cpu, Ordering::Relaxed);
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!("datapath thread {i} not pinned to CPU {cpu}: {e}")
+                            }
                         }
                     }
                     datapath_loop(&mut dp, &rx, &thread_times, &stop, timeout, spin)
@@ -173,9 +183,14 @@ impl Workers {
         self.jobs.len()
     }
 
-    /// The CPU each datapath thread was pinned to, by thread (empty: not pinned).
-    pub(crate) fn cpus(&self) -> &[usize] {
-        &self.cpus
+    /// The CPU each datapath thread pinned itself to, by thread (`None`: not pinned). Complete
+    /// once every thread has answered a job (as [`Switch::start`](crate::Switch::start) waits
+    /// for).
+    pub(crate) fn pinned(&self) -> Vec<Option<usize>> {
+        self.pinned
+            .iter()
+            .map(|c| Some(c.load(Ordering::Relaxed)).filter(|&c| c != usize::MAX))
+            .collect()
     }
 
     /// The one place jobs go out and replies come back: every `(thread, job)` is sent first (the

@@ -105,7 +105,10 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
         Some(n) => check_threads(n).map_err(anyhow::Error::msg)?,
         None => std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS)),
     };
-    sc.pin_threads = !args.no_pin_threads && config.pin_threads.unwrap_or(true);
+    // By default only when every CPU the daemon may use gets one thread: with fewer, pinning
+    // would put every such daemon on the same first CPUs.
+    let cpus = sluice_ports::sched::allowed_cpus().map_or(0, |c| c.len());
+    sc.pin_threads = !args.no_pin_threads && config.pin_threads.unwrap_or(sc.threads == cpus);
     if let Some(m) = args.max_rules.or(config.max_rules) {
         sc.max_rules = m;
     }
@@ -194,16 +197,15 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
             bail!("{where_}: rules rejected:\n{}", errors.join("\n"));
         }
     }
-    let pinned = match switch.pinned_cpus() {
-        [] => String::new(),
-        cpus => format!(
-            ", pinned to CPU{} {}",
-            if cpus.len() == 1 { "" } else { "s" },
-            cpus.iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+    let pinned_cpus = switch.pinned_cpus();
+    let pinned = if pinned_cpus.iter().any(Option::is_some) {
+        let cpus: Vec<String> = pinned_cpus
+            .iter()
+            .map(|c| c.map_or_else(|| "-".to_string(), |c| c.to_string()))
+            .collect();
+        format!(", pinned to CPUs {}", cpus.join(", "))
+    } else {
+        String::new()
     };
     tracing::info!(
         "listening on {} ({} datapath thread{}{pinned})",

@@ -27,10 +27,11 @@ pub struct SwitchConfig {
     /// Datapath threads, each with its own queue of every port (0 is taken as 1). The default
     /// is 1; the daemon's default is one per CPU.
     pub threads: usize,
-    /// Pin datapath thread `i` to the `i`-th CPU the process may run on (`sched_getaffinity`),
-    /// as OVS pins its PMD threads, when there are no more threads than such CPUs; else (and
-    /// if pinning fails: a warning) the threads are left to the scheduler. Default `false`; the
-    /// daemon's default is `true` (`pin_threads`).
+    /// Pin datapath thread `i` to the `i`-th CPU the thread calling `Switch::start` may run on
+    /// (`sched_getaffinity`), as OVS pins its PMD threads, when there are no more threads than
+    /// such CPUs; else (and if pinning fails: a warning) the threads are left to the
+    /// scheduler. Default `false`; the daemon pins when it runs one thread per such CPU
+    /// (`pin_threads`).
     pub pin_threads: bool,
 }
 

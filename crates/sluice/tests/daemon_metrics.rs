@@ -395,6 +395,34 @@ fn log_levels_choose_what_the_daemon_says() {
     let _ = run("ip", &["link", "del", &tap]);
 }
 
+/// `pin_threads`: with one datapath thread per CPU the daemon may use, each is pinned and the
+/// startup line says where; `--no-pin-threads` and fewer threads (the config's 1) leave them to
+/// the scheduler.
+#[test]
+fn datapath_threads_are_pinned_when_there_is_one_per_cpu() {
+    sluice_testkit::root();
+    let cpus = sluice_ports::sched::allowed_cpus().expect("affinity");
+    let n = cpus.len().min(256).to_string();
+    let list: Vec<String> = cpus.iter().take(256).map(usize::to_string).collect();
+    for (args, pinned) in [
+        (vec!["--threads", n.as_str()], true),
+        (vec!["--threads", n.as_str(), "--no-pin-threads"], false),
+        (vec![], cpus.len() == 1),
+    ] {
+        let tap = unique("mpn");
+        let (d, rx) = start_logging(&tap, &args);
+        let l = said(&rx, "listening on").expect("the startup line");
+        if pinned {
+            let want = format!("pinned to CPUs {})", list.join(", "));
+            assert!(l.contains(&want), "{args:?}: {l}");
+        } else {
+            assert!(!l.contains("pinned"), "{args:?}: {l}");
+        }
+        drop(d);
+        let _ = run("ip", &["link", "del", &tap]);
+    }
+}
+
 /// An IPv4/UDP frame of `payload` bytes (IP checksum filled, UDP checksum 0: none).
 fn udp_frame(payload: usize) -> Vec<u8> {
     let udp_len = 8 + payload;

@@ -1121,43 +1121,23 @@ fn tap_receive_burst_ends_at_its_byte_budget() {
     const FRAMES: usize = 12;
     // Each datagram is one frame on the TAP (MTU 65 000: no fragments). The kernel queues it
     // on the TAP before `send_to` returns.
-    ns.enter(|| {
-        let s = UdpSocket::bind("10.77.0.1:0")?;
-        for i in 0..FRAMES {
-            s.send_to(&payload(LEN, i as u8), "10.77.0.2:9")?;
-        }
-        Ok::<_, io::Error>(())
-    })
-    .unwrap()
-    .unwrap();
-
+    send_datagrams(&ns, "10.77.0.1:0", "10.77.0.2:9", FRAMES, LEN);
     // Every frame through the TAP's qdisc (into its queue) before the first read.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while qdisc_sent_packets(&ns, &name) < FRAMES {
-        assert!(Instant::now() < deadline, "the frames never left the qdisc");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("the frames leave the qdisc", || {
+        qdisc_sent_packets(&ns, &name) >= FRAMES
+    });
     let frame_len = 14 + 20 + 8 + LEN;
     // Frames are read until the burst holds the budget: the last one read crosses it.
     let per_burst = RX_BURST_BYTES.div_ceil(frame_len);
     assert!(per_burst < FRAMES, "the test needs more than one burst");
     let mut pool = BufPool::new(65_536, 16);
-    let mut got = Vec::new();
-    let mut bursts = Vec::new();
-    while got.len() < FRAMES {
-        let n = tap.recv(&mut pool, &mut got, 64).unwrap();
-        assert!(n > 0, "frames lost: {} of {FRAMES} received", got.len());
-        bursts.push(n);
-    }
+    let (got, bursts) = recv_in_bursts(&mut tap, &mut pool, FRAMES);
     let mut want = vec![per_burst; FRAMES / per_burst];
     if !FRAMES.is_multiple_of(per_burst) {
         want.push(FRAMES % per_burst);
     }
     assert_eq!(bursts, want);
-    for (i, b) in got.iter().enumerate() {
-        assert_eq!(b.frame().len(), frame_len);
-        assert_eq!(b.frame()[42..], payload(LEN, i as u8)[..], "frame {i}");
-    }
+    assert_datagrams(&got, LEN);
 }
 
 /// The same budget on an `AF_PACKET` port, checked between its system calls: 40 frames of
@@ -1191,53 +1171,22 @@ fn afpacket_receive_burst_ends_at_its_byte_budget() {
     const FRAMES: usize = 40;
     let batch = sluice_ports::afpacket::RECV_BATCH;
     assert!(batch * (LEN + 42) >= RX_BURST_BYTES && batch < FRAMES && FRAMES <= 64);
-    ns_b.enter(|| {
-        let s = UdpSocket::bind("192.0.2.2:0")?;
-        for i in 0..FRAMES {
-            s.send_to(&payload(LEN, i as u8), "192.0.2.1:9")?;
-        }
-        Ok::<_, io::Error>(())
-    })
-    .unwrap()
-    .unwrap();
+    send_datagrams(&ns_b, "192.0.2.2:0", "192.0.2.1:9", FRAMES, LEN);
 
     // Every frame queued on the socket before the first read (the veth may hand them over in
     // ksoftirqd, after `send_to` returned): the namespace's only packet socket holds them all.
     let queued = FRAMES * (LEN + 42);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while packet_socket_rmem(&ns_a) < queued {
-        assert!(
-            Instant::now() < deadline,
-            "the frames never reached the socket"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("the frames reach the socket", || {
+        packet_socket_rmem(&ns_a) >= queued
+    });
     // A warm pool (as the datapath's): the port reads as many frames per call as it has idle
     // buffers, up to RECV_BATCH.
     let mut pool = BufPool::new(65_536, 64);
     let warm: Vec<_> = (0..64).map(|_| pool.get()).collect();
     warm.into_iter().for_each(|b| pool.put(b));
-    let mut got = Vec::new();
-    let mut bursts = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while got.len() < FRAMES {
-        assert!(
-            Instant::now() < deadline,
-            "{} of {FRAMES} frames",
-            got.len()
-        );
-        let n = port.recv(&mut pool, &mut got, 64).unwrap();
-        if n > 0 {
-            bursts.push(n);
-        } else {
-            wait_readable(&[port.fd().unwrap()], Duration::from_millis(100)).unwrap();
-        }
-    }
+    let (got, bursts) = recv_in_bursts(&mut port, &mut pool, FRAMES);
     assert_eq!(bursts, [batch, FRAMES - batch]);
-    for (i, b) in got.iter().enumerate() {
-        assert_eq!(b.frame().len(), 42 + LEN);
-        assert_eq!(b.frame()[42..], payload(LEN, i as u8)[..], "frame {i}");
-    }
+    assert_datagrams(&got, LEN);
     assert_eq!(port.drops().rx_kernel, 0);
 }
 
@@ -1264,4 +1213,55 @@ fn qdisc_sent_packets(ns: &Netns, ifname: &str) -> usize {
         .find(|w| w[0] == "Sent" && w[2] == "bytes" && w[4] == "pkt")
         .and_then(|w| w[3].parse().ok())
         .unwrap_or(0)
+}
+
+/// Sends `n` UDP datagrams of `len` bytes (`payload(len, i)` for the i-th) from `from` to `to`
+/// inside `ns`.
+fn send_datagrams(ns: &Netns, from: &str, to: &str, n: usize, len: usize) {
+    ns.enter(|| {
+        let s = UdpSocket::bind(from)?;
+        for i in 0..n {
+            s.send_to(&payload(len, i as u8), to)?;
+        }
+        Ok::<_, io::Error>(())
+    })
+    .unwrap()
+    .unwrap();
+}
+
+/// Waits (5 s at most, checking every 5 ms) until `done`; fails naming `what`.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Receives `n` frames from `port` with `recv(…, 64)` calls: the frames, and how many each
+/// call that returned some gave.
+fn recv_in_bursts(
+    port: &mut dyn Port,
+    pool: &mut BufPool,
+    n: usize,
+) -> (Vec<PacketBuf>, Vec<usize>) {
+    let mut got = Vec::new();
+    let mut bursts = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.len() < n {
+        assert!(Instant::now() < deadline, "{} of {n} frames", got.len());
+        match port.recv(pool, &mut got, 64).unwrap() {
+            0 => drop(wait_readable(&[port.fd().unwrap()], Duration::from_millis(100)).unwrap()),
+            k => bursts.push(k),
+        }
+    }
+    (got, bursts)
+}
+
+/// Every frame of `got` is an untagged IPv4/UDP frame carrying `payload(len, i)`, in order.
+fn assert_datagrams(got: &[PacketBuf], len: usize) {
+    for (i, b) in got.iter().enumerate() {
+        assert_eq!(b.frame().len(), 42 + len);
+        assert_eq!(b.frame()[42..], payload(len, i as u8)[..], "frame {i}");
+    }
 }

@@ -39,7 +39,10 @@
 //!   the frame goes on (with padding).
 
 use crate::error::{ParseError, Reason};
+
+mod edit;
 use crate::{ethernet, geneve, gre, ipv4, ipv6, tcp, udp, vlan, vxlan};
+pub use edit::parse_encapsulated;
 
 /// Most VLAN tags parsed in one L2 header.
 pub const MAX_VLAN_DEPTH: usize = 8;
@@ -101,11 +104,18 @@ impl Layer {
     }
 }
 
-/// A fixed-capacity list of `(layer, offset)` pairs, outermost first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A fixed-capacity list of `(layer, offset)` pairs, outermost first. Two lists are equal
+/// when their recorded layers are (whatever the unused capacity holds).
+#[derive(Debug, Clone, Copy, Eq)]
 pub struct LayerList {
     items: [(Layer, u16); MAX_LAYERS],
     len: u8,
+}
+
+impl PartialEq for LayerList {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
 }
 
 impl Default for LayerList {
@@ -312,6 +322,16 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// Empties the layout in place, as [`Layout::default`] would (the layer list's unused
+    /// capacity is left as it is: cheaper, and equality ignores it).
+    #[inline]
+    pub fn clear(&mut self) {
+        self.outer = Headers::default();
+        self.tunnel = None;
+        self.inner = None;
+        self.layers.len = 0;
+    }
+
     /// The innermost header stack (inner if tunnelled, else outer).
     pub fn innermost(&self) -> &Headers {
         self.inner.as_ref().unwrap_or(&self.outer)
@@ -492,6 +512,22 @@ pub fn parse_with(frame: &[u8], cfg: &ParseConfig) -> Result<Layout, ParseError>
     let mut layout = Layout::default();
     walk(frame, cfg, &mut layout)?;
     Ok(layout)
+}
+
+/// [`parse_partial`] into an existing layout (cleared first): no layout is built and moved,
+/// which matters where a layout is kept with its packet. Returns the error, if any.
+///
+/// ```
+/// use sluice_wire::{parse, parse_into, Layout, ParseConfig};
+/// let frame = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0xb5, 0xde, 0xad];
+/// let mut layout = Layout::default();
+/// assert!(parse_into(&frame, &ParseConfig::DEFAULT, &mut layout).is_none());
+/// assert_eq!(layout, parse(&frame).unwrap());
+/// ```
+#[inline]
+pub fn parse_into(frame: &[u8], cfg: &ParseConfig, layout: &mut Layout) -> Option<ParseError> {
+    layout.clear();
+    walk(frame, cfg, layout).err()
 }
 
 /// Parses as far as possible: the layout of everything parsed before the first error, and that

@@ -43,9 +43,9 @@ pub mod vxlan;
 
 pub use error::{ParseError, Reason};
 pub use layout::{
-    parse, parse_partial, parse_with, Headers, L3Kind, Layer, LayerList, Layout, LinkType,
-    ParseConfig, PortSet, Tunnel, TunnelKind, VlanStack, VlanTag, MAX_IPV6_EXT, MAX_LAYERS,
-    MAX_VLAN_DEPTH,
+    parse, parse_encapsulated, parse_into, parse_partial, parse_with, Headers, L3Kind, Layer,
+    LayerList, Layout, LinkType, ParseConfig, PortSet, Tunnel, TunnelKind, VlanStack, VlanTag,
+    MAX_IPV6_EXT, MAX_LAYERS, MAX_VLAN_DEPTH,
 };
 
 /// EtherType values Sluice understands.

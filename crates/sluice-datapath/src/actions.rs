@@ -25,6 +25,14 @@
 //!   `Unknown` is verified in software first ([`DECAP_OUTER_CSUM_CHECKED`]), so an unchecked bad
 //!   outer checksum is never discarded with the outer headers as if it had been good.
 //!
+//! Every action also keeps the [`Layout`] the packet carries (see [`PacketBuf::layout_for`])
+//! describing the new frame without parsing it again: a pushed or popped tag moves it
+//! ([`Layout::tag_pushed`], [`Layout::tag_popped`]), an encapsulation parses only the outer
+//! headers it wrote ([`sluice_wire::parse_encapsulated`]), a decapsulation makes the inner
+//! stack the outer one ([`Layout::decapsulated`]), and set-field actions, which move no
+//! header, leave it as it is — except `SetTpDst`, after which a UDP port may mean a tunnel:
+//! the layout is forgotten and parsed again where it is next needed.
+//!
 //! Every action checks everything before it writes: on `Err` neither the frame nor the
 //! metadata has changed. Nothing is allocated (header bytes are built in stack arrays and
 //! written into the headroom; a buffer without enough headroom is moved once by
@@ -253,10 +261,48 @@ pub fn action_name(action: &Action) -> &'static str {
 /// ```
 pub fn apply(pkt: &mut PacketBuf, action: &Action, cfg: &ParseConfig) -> Result<(), ActionError> {
     let meta = effective_meta(pkt, cfg);
+    let had = pkt.whole_layout(cfg).is_some();
+    let r = apply_with(pkt, action, cfg, meta, had);
+    // Set-field actions move no header: the layout carried before stands (after a refusal
+    // too, the frame being unchanged). Not `SetTpDst`: a UDP port can mean a tunnel.
+    let moves_no_header = matches!(
+        action,
+        Action::SetEthSrc(_)
+            | Action::SetEthDst(_)
+            | Action::SetIpv4Src(_)
+            | Action::SetIpv4Dst(_)
+            | Action::SetIpv6Src(_)
+            | Action::SetIpv6Dst(_)
+            | Action::SetTtl(_)
+            | Action::SetDscp(_)
+            | Action::SetTpSrc(_)
+    );
+    if moves_no_header {
+        pkt.follow_layout(cfg, had, |_, _| true);
+    }
+    r
+}
+
+/// [`apply`] once the metadata is known (`had`: a whole layout for `cfg` is carried).
+fn apply_with(
+    pkt: &mut PacketBuf,
+    action: &Action,
+    cfg: &ParseConfig,
+    meta: OffloadMeta,
+    had: bool,
+) -> Result<(), ActionError> {
     let name = action_name(action);
     match *action {
-        Action::PushVlan { tpid, tci } => push_vlan(pkt, meta, tpid, tci),
-        Action::PopVlan => pop_vlan(pkt, meta),
+        Action::PushVlan { tpid, tci } => {
+            push_vlan(pkt, meta, tpid, tci)?;
+            pkt.follow_layout(cfg, had, |_, l| l.tag_pushed(tpid, tci));
+            Ok(())
+        }
+        Action::PopVlan => {
+            pop_vlan(pkt, meta)?;
+            pkt.follow_layout(cfg, had, |_, l| l.tag_popped());
+            Ok(())
+        }
         Action::SetEthSrc(mac) => set_eth(pkt, meta, 6, mac, name),
         Action::SetEthDst(mac) => set_eth(pkt, meta, 0, mac, name),
         Action::SetIpv4Src(a) => set_field(pkt, meta, name, |f, m| {
@@ -286,6 +332,8 @@ pub fn apply(pkt: &mut PacketBuf, action: &Action, cfg: &ParseConfig) -> Result<
                     return Err(ActionError::TunnelPortChange { kind, port: p });
                 }
             }
+            // The layout is not kept: a UDP destination port decides whether the parser
+            // walks into a tunnel.
             set_field(pkt, meta, name, |f, m| {
                 rewrite::set_ports(f, m, Level::Outer, None, Some(p))
             })
@@ -296,12 +344,12 @@ pub fn apply(pkt: &mut PacketBuf, action: &Action, cfg: &ParseConfig) -> Result<
     }
 }
 
-/// The packet's metadata, or, when it is the default (nothing known), metadata from a parse of
-/// the frame (all statuses `Unknown`, so nothing is lost).
-fn effective_meta(pkt: &PacketBuf, cfg: &ParseConfig) -> OffloadMeta {
+/// The packet's metadata, or, when it is the default (nothing known), metadata from its
+/// layout (carried, or parsed and then carried; all statuses `Unknown`, so nothing is lost).
+fn effective_meta(pkt: &mut PacketBuf, cfg: &ParseConfig) -> OffloadMeta {
     if pkt.meta == OffloadMeta::default() {
-        let (layout, _) = sluice_wire::parse_partial(pkt.frame(), cfg);
-        OffloadMeta::from_layout(&layout)
+        let (_, layout, _) = pkt.parse_layout(cfg);
+        OffloadMeta::from_layout(layout)
     } else {
         pkt.meta
     }
@@ -570,11 +618,11 @@ fn encap(
         return Err(ActionError::AlreadyTunnelled);
     }
     let outer = Outer::of(e)?;
-    let frame = pkt.frame();
-    if frame.len() < ETH_LEN {
-        return Err(too_short("encap", ETH_LEN, frame.len()));
+    if pkt.len() < ETH_LEN {
+        return Err(too_short("encap", ETH_LEN, pkt.len()));
     }
-    let (layout, _) = sluice_wire::parse_partial(frame, cfg);
+    // The layout carried from receive (or a parse, then carried): read, not parsed again.
+    let (frame, layout, whole) = pkt.parse_layout(cfg);
     // A tunnel the parser walks into (not merely UDP to a tunnel port carrying something else).
     if layout.tunnel.is_some() && layout.inner.is_some() {
         return Err(ActionError::AlreadyTunnelled);
@@ -620,7 +668,7 @@ fn encap(
     };
     put(h, 12, &et.to_be_bytes())?;
     outer.write_ip(h, l3, l4_proto, ip_len + l4_len, l4_len16)?;
-    let sport = src_port_from_hash(inner_flow_hash(frame, &layout));
+    let sport = src_port_from_hash(inner_flow_hash(frame, layout));
     write_tunnel_header(h, l4, e, sport, tunnel_dst_port(cfg, e.kind), l4_len16)?;
 
     let l4_csum = outer_udp_checksum(h, l4, e, outer, &meta, frame, l4_len16)?;
@@ -646,6 +694,16 @@ fn encap(
     })?;
     pkt.push(pushed).copy_from_slice(h);
     pkt.meta = meta;
+    // The new layout: the outer headers just written parsed, the inner one moved.
+    pkt.follow_layout(cfg, whole, |f, l| {
+        match sluice_wire::parse_encapsulated(f, cfg, l, pushed) {
+            Some(after) => {
+                *l = after;
+                true
+            }
+            None => false,
+        }
+    });
     Ok(())
 }
 
@@ -727,7 +785,7 @@ fn put(buf: &mut [u8], at: usize, src: &[u8]) -> Result<(), ActionError> {
 
 fn decap(pkt: &mut PacketBuf, mut meta: OffloadMeta, cfg: &ParseConfig) -> Result<(), ActionError> {
     let kind = meta.tunnel().ok_or(ActionError::NotTunnelled)?;
-    verify_unknown_outer(pkt.frame(), &mut meta, cfg);
+    verify_unknown_outer(pkt, &mut meta, cfg);
     for slot in [Slot::OuterIp, Slot::OuterL4] {
         if meta.status(slot) == CsumStatus::Bad {
             DECAP_BAD_OUTER_CSUM.inc();
@@ -747,6 +805,11 @@ fn decap(pkt: &mut PacketBuf, mut meta: OffloadMeta, cfg: &ParseConfig) -> Resul
     if frame.len() < at + ETH_LEN {
         return Err(too_short("decap", at + ETH_LEN, frame.len()));
     }
+    // The layout once the outer headers are off, worked out while they are still there.
+    let after = match pkt.parse_layout(cfg) {
+        (frame, l, true) => l.decapsulated(frame, cfg),
+        _ => None,
+    };
     meta.decapsulate(inner_l2, 0).map_err(|error| match error {
         sluice_packet::Error::NotTunnelled => ActionError::NotTunnelled,
         error => ActionError::Packet {
@@ -758,6 +821,9 @@ fn decap(pkt: &mut PacketBuf, mut meta: OffloadMeta, cfg: &ParseConfig) -> Resul
         return Err(too_short("decap", at + ETH_LEN, pkt.len()));
     }
     pkt.meta = meta;
+    if let Some(l) = after {
+        pkt.set_layout(&l, true, cfg);
+    }
     Ok(())
 }
 
@@ -770,7 +836,7 @@ fn decap(pkt: &mut PacketBuf, mut meta: OffloadMeta, cfg: &ParseConfig) -> Resul
 /// by a trusted local sender (virtio `NEEDS_CSUM`), its inner checksum field still holds only the
 /// pseudo-header seed, so the bytes cannot verify yet, and Linux likewise treats a
 /// `CHECKSUM_PARTIAL` packet's checksums as valid (`skb_csum_unnecessary`).
-fn verify_unknown_outer(frame: &[u8], meta: &mut OffloadMeta, cfg: &ParseConfig) {
+fn verify_unknown_outer(pkt: &mut PacketBuf, meta: &mut OffloadMeta, cfg: &ParseConfig) {
     let ip = meta.status(Slot::OuterIp) == CsumStatus::Unknown;
     let l4 = meta.status(Slot::OuterL4) == CsumStatus::Unknown
         && !meta.csum_absent(Level::Outer)
@@ -779,7 +845,7 @@ fn verify_unknown_outer(frame: &[u8], meta: &mut OffloadMeta, cfg: &ParseConfig)
         return;
     }
     DECAP_OUTER_CSUM_CHECKED.inc();
-    let (layout, _) = sluice_wire::parse_partial(frame, cfg);
+    let (frame, layout, _) = pkt.parse_layout(cfg);
     if ip {
         meta.rx_verdict(Slot::OuterIp, verify::verify_ip(frame, &layout.outer));
     }

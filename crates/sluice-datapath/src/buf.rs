@@ -5,8 +5,15 @@
 //! moves only the bytes in front of the insertion point (12 bytes of MAC addresses for a tag,
 //! nothing for an encapsulation), never the payload. [`BufPool`] hands buffers out and takes them
 //! back, so the datapath allocates nothing per packet once warm.
+//!
+//! A buffer also carries its frame's [`Layout`] once something has parsed it (the port at
+//! receive, or the datapath before classification): classification, actions, transmit
+//! preparation and software GSO read it instead of parsing again, and the actions keep it in
+//! step with their edits. Every other change to the frame's bytes forgets it, so a carried
+//! layout is always what a parse of the frame with its [`ParseConfig`] would give.
 
 use sluice_packet::OffloadMeta;
+use sluice_wire::{Layout, ParseConfig};
 
 /// Bytes kept free in front of a received frame: enough for the largest encapsulation Sluice
 /// builds (Ethernet + 2 tags + IPv6 + UDP + Geneve with options) plus VLAN pushes.
@@ -36,6 +43,29 @@ pub struct PacketBuf {
     pub meta: OffloadMeta,
     /// Number of the port the packet arrived on.
     pub in_port: u32,
+    /// The frame's layout, when known; allocated once per buffer and kept across reuse.
+    carried: Option<Box<Carried>>,
+    /// Whether `carried` describes the frame as it is (cleared by every change of its bytes:
+    /// one store, here rather than behind the box).
+    layout_valid: bool,
+}
+
+/// A layout carried with its frame (see [`PacketBuf::layout_for`]).
+#[derive(Debug, Clone)]
+struct Carried {
+    layout: Layout,
+    cfg: ParseConfig,
+    whole: bool,
+}
+
+impl Carried {
+    fn empty() -> Box<Carried> {
+        Box::new(Carried {
+            layout: Layout::default(),
+            cfg: ParseConfig::DEFAULT,
+            whole: false,
+        })
+    }
 }
 
 impl Default for PacketBuf {
@@ -53,6 +83,8 @@ impl PacketBuf {
             end: HEADROOM,
             meta: OffloadMeta::default(),
             in_port: 0,
+            carried: None,
+            layout_valid: false,
         }
     }
 
@@ -72,7 +104,75 @@ impl PacketBuf {
             end,
             meta: OffloadMeta::default(),
             in_port: 0,
+            carried: None,
+            layout_valid: false,
         }
+    }
+
+    /// The frame's layout as a parse with `cfg` gives it, and whether that parse met no error,
+    /// when it is carried (see the module documentation); `None` when nothing carried it, the
+    /// frame changed since, or it was parsed with another configuration.
+    pub fn layout_for(&self, cfg: &ParseConfig) -> Option<(&Layout, bool)> {
+        match self.carried.as_deref() {
+            Some(c) if self.layout_valid && c.cfg == *cfg => Some((&c.layout, c.whole)),
+            _ => None,
+        }
+    }
+
+    /// The frame's whole layout for `cfg` when carried: [`PacketBuf::layout_for`] of a parse
+    /// that met no error.
+    pub fn whole_layout(&self, cfg: &ParseConfig) -> Option<&Layout> {
+        self.layout_for(cfg)
+            .and_then(|(l, whole)| whole.then_some(l))
+    }
+
+    /// Records `layout` as the frame's (a parse with `cfg`; `whole`: it met no error). The
+    /// caller vouches that it is exactly what that parse gives for the frame as it is now.
+    pub fn set_layout(&mut self, layout: &Layout, whole: bool, cfg: &ParseConfig) {
+        let c = self.carried.get_or_insert_with(Carried::empty);
+        c.layout = *layout;
+        c.cfg = *cfg;
+        c.whole = whole;
+        self.layout_valid = true;
+    }
+
+    /// The frame, with its carried layout for `cfg` or else a parse of it with `cfg` (then
+    /// carried; parsed in place, nothing moved), and whether that parse met no error.
+    pub fn parse_layout(&mut self, cfg: &ParseConfig) -> (&[u8], &Layout, bool) {
+        let frame = self.data.get(self.start..self.end).unwrap_or(&[]);
+        let c = self.carried.get_or_insert_with(Carried::empty);
+        if !(self.layout_valid && c.cfg == *cfg) {
+            c.whole = sluice_wire::parse_into(frame, cfg, &mut c.layout).is_none();
+            c.cfg = *cfg;
+            self.layout_valid = true;
+        }
+        (frame, &c.layout, c.whole)
+    }
+
+    /// After a change that forgot the layout (`had`: a whole layout for `cfg` was carried
+    /// just before it), makes that layout follow the change in place: `follow` gets the frame
+    /// as it is now and the layout as it was, updates it and says whether it now describes the
+    /// frame (`false`: it stays forgotten). For the actions, which know what they changed.
+    pub(crate) fn follow_layout(
+        &mut self,
+        cfg: &ParseConfig,
+        had: bool,
+        follow: impl FnOnce(&[u8], &mut Layout) -> bool,
+    ) {
+        if !had {
+            return;
+        }
+        let frame = self.data.get(self.start..self.end).unwrap_or(&[]);
+        if let Some(c) = self.carried.as_deref_mut() {
+            // Forgetting only cleared `layout_valid`: the layout before the change is still
+            // here.
+            self.layout_valid = c.cfg == *cfg && c.whole && follow(frame, &mut c.layout);
+        }
+    }
+
+    /// Forgets the carried layout (the frame is about to change in a way nobody follows).
+    pub fn forget_layout(&mut self) {
+        self.layout_valid = false;
     }
 
     /// Empties the buffer: headroom restored, metadata reset.
@@ -82,6 +182,7 @@ impl PacketBuf {
         self.end = h;
         self.meta = OffloadMeta::default();
         self.in_port = 0;
+        self.forget_layout();
     }
 
     /// The frame.
@@ -91,6 +192,7 @@ impl PacketBuf {
 
     /// The frame, writable.
     pub fn frame_mut(&mut self) -> &mut [u8] {
+        self.forget_layout();
         &mut self.data[self.start..self.end]
     }
 
@@ -112,16 +214,19 @@ impl PacketBuf {
     /// Everything from the frame's start to the end of the buffer: receive into it, then
     /// [`PacketBuf::set_len`].
     pub fn room_mut(&mut self) -> &mut [u8] {
+        self.forget_layout();
         &mut self.data[self.start..]
     }
 
     /// Sets the frame length (clamped to the room).
     pub fn set_len(&mut self, len: usize) {
+        self.forget_layout();
         self.end = (self.start + len).min(self.data.len());
     }
 
     /// Replaces the frame with a copy of `frame` (metadata kept), growing the buffer if needed.
     pub fn set_frame(&mut self, frame: &[u8]) {
+        self.forget_layout();
         let h = HEADROOM.min(self.start.max(HEADROOM));
         if self.data.len() < h + frame.len() {
             self.data.resize(h + frame.len(), 0);
@@ -133,6 +238,7 @@ impl PacketBuf {
 
     /// Appends `bytes` to the frame, growing the buffer if its room is too small.
     pub fn append(&mut self, bytes: &[u8]) {
+        self.forget_layout();
         let end = self.end + bytes.len();
         if self.data.len() < end {
             self.data.resize(end, 0);
@@ -146,12 +252,14 @@ impl PacketBuf {
         if n > self.len() {
             return false;
         }
+        self.forget_layout();
         self.start += n;
         true
     }
 
     /// Shortens the frame to `len` bytes (no-op if already shorter).
     pub fn truncate(&mut self, len: usize) {
+        self.forget_layout();
         if len < self.len() {
             self.end = self.start + len;
         }
@@ -159,6 +267,7 @@ impl PacketBuf {
 
     /// Makes sure at least `n` bytes of headroom exist, moving the frame (once) if not.
     fn reserve_front(&mut self, n: usize) {
+        self.forget_layout();
         if self.start >= n {
             return;
         }
@@ -171,6 +280,7 @@ impl PacketBuf {
 
     /// Prepends `n` bytes (zeroed) and returns them for writing.
     pub fn push(&mut self, n: usize) -> &mut [u8] {
+        self.forget_layout();
         self.reserve_front(n);
         self.start -= n;
         let s = &mut self.data[self.start..self.start + n];
@@ -184,6 +294,7 @@ impl PacketBuf {
         if at > self.len() {
             return None;
         }
+        self.forget_layout();
         self.reserve_front(n);
         let old = self.start;
         self.data.copy_within(old..old + at, old - n);
@@ -199,6 +310,7 @@ impl PacketBuf {
         if at.checked_add(n).is_none_or(|e| e > self.len()) {
             return false;
         }
+        self.forget_layout();
         let s = self.start;
         self.data.copy_within(s..s + at, s + n);
         self.start = s + n;

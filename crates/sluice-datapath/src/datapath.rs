@@ -12,8 +12,12 @@
 //! moves nothing). (With [`GroConfig::max_age`](sluice_offload::gro::GroConfig::max_age) above 0 the copying mode holds packets across
 //! polls instead.) A batch holding UDP-GSO frames of tunnel datagrams (a hop's packed VXLAN /
 //! Geneve segments) goes to the copying mode, each such frame split in place, datagram by
-//! datagram, so its payload is copied once. Every packet of the burst (or of the
-//! GRO output) is then parsed once and its [`FlowKey`](sluice_flow::FlowKey) extracted; the keys are looked up
+//! datagram, so its payload is copied once. Every packet of the burst (or of the GRO output)
+//! then has its [`FlowKey`](sluice_flow::FlowKey) extracted from its layout — the one the port
+//! found at receive and the buffer carries ([`PacketBuf::layout_for`](crate::PacketBuf::layout_for)),
+//! or, for a packet GRO built, one parse here that is then carried on: the actions keep it in
+//! step with their edits, and software GSO and the TAP's tunnel GSO header read it (or what
+//! transmit preparation derived from it) instead of parsing again. The keys are looked up
 //! together in the flow table snapshot taken for the burst (lock-free; through a per-datapath
 //! exact-match cache, the misses in one batched classifier lookup), and each packet's actions
 //! run in order: header actions change the
@@ -753,8 +757,12 @@ impl Datapath {
             parse_tunnels: false,
             ..*parse
         };
-        let split = sluice_wire::parse_with(p.frame(), &outer_only)
-            .ok()
+        // The outer stack: from the layout found at receive, else a parse with tunnels off.
+        let carried = p
+            .whole_layout(parse)
+            .and_then(sluice_wire::Layout::outer_only);
+        let split = carried
+            .or_else(|| sluice_wire::parse_with(p.frame(), &outer_only).ok())
             .and_then(|layout| {
                 let mut params = GsoParams::new(GsoType::UdpL4, p.meta.segment_size());
                 // The frame's outer UDP checksum is partial (a UDP-GSO frame's always is):
@@ -1017,13 +1025,15 @@ impl Datapath {
         let snap = self.reader.snapshot();
         for chunk in burst.chunks_mut(LOOKUP_BURST) {
             self.keys.clear();
-            for p in chunk.iter() {
-                let (layout, err) = sluice_wire::parse_partial(p.frame(), parse);
-                if err.is_some() {
+            for p in chunk.iter_mut() {
+                // The layout the port found at receive, when it travelled this far (a merged
+                // GRO packet's is new: parsed here, once, and carried on).
+                let in_port = p.in_port;
+                let (frame, layout, whole) = p.parse_layout(parse);
+                if !whole {
                     DP_PARSE_PARTIAL.inc();
                 }
-                self.keys
-                    .push(FlowKey::extract(p.frame(), &layout, p.in_port));
+                self.keys.push(FlowKey::extract(frame, layout, in_port));
             }
             let mut hits: [Option<HitRef<'_>>; LOOKUP_BURST] = [None; LOOKUP_BURST];
             match self.cache.as_mut() {
@@ -1057,7 +1067,7 @@ impl Datapath {
         for a in list {
             match a {
                 Action::Output(out) => {
-                    self.transmit(*out, p, parse.link);
+                    self.transmit(*out, p, parse);
                     sent = true;
                 }
                 Action::Drop => break,
@@ -1081,8 +1091,10 @@ impl Datapath {
     }
 
     /// Sends `p` as it is now out of port `out`, through transmit preparation for its device.
-    /// `from`: the link type of the port `p` came in on.
-    fn transmit(&mut self, out: u32, p: &PacketBuf, from: LinkType) {
+    /// `parse`: the parse configuration of the port `p` came in on (its link type, and the
+    /// configuration of the layout `p` carries).
+    fn transmit(&mut self, out: u32, p: &PacketBuf, parse: &ParseConfig) {
+        let from = parse.link;
         let Some(slot) = self.pos(out).ok().and_then(|at| self.slots.get_mut(at)) else {
             DP_BAD_OUTPUT.inc();
             return;
@@ -1114,6 +1126,12 @@ impl Datapath {
             _ => p.frame(),
         };
         let pkt = TxPacket::new(frame, meta);
+        // The layout found at receive and kept by the actions, when it describes these bytes
+        // (an L3 port's frame cut from an L2 packet has none).
+        let pkt = match p.whole_layout(parse) {
+            Some(l) if frame.len() == p.len() => pkt.with_layout(l, parse),
+            _ => pkt,
+        };
         let mut sent = 0u64;
         let mut bytes = 0u64;
         let mut errors = 0u64;

@@ -12,7 +12,7 @@ use sluice_offload::features::{Device, Feature, Features};
 use sluice_offload::tx::DeviceWork;
 use sluice_packet::virtio::{HdrFormat, VirtioError};
 use sluice_packet::OffloadMeta;
-use sluice_wire::{LinkType, ParseConfig};
+use sluice_wire::{Layout, LinkType, ParseConfig};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::RawFd;
@@ -247,20 +247,40 @@ pub fn rx_meta(
     cfg: &ParseConfig,
 ) -> Result<OffloadMeta, RxError> {
     let (layout, err) = sluice_wire::parse_partial(frame, cfg);
+    meta_of(frame, &layout, err.is_none(), vnet)
+}
+
+/// [`rx_meta`] for a received buffer: its metadata set, and the layout the parse found
+/// carried with it (so that nothing parses the frame again: see [`PacketBuf::layout_for`]).
+/// On error the metadata is unchanged.
+pub fn rx_prepare(
+    b: &mut PacketBuf,
+    vnet: Option<(&[u8], HdrFormat)>,
+    cfg: &ParseConfig,
+) -> Result<(), RxError> {
+    let (frame, layout, whole) = b.parse_layout(cfg);
+    b.meta = meta_of(frame, layout, whole, vnet)?;
+    Ok(())
+}
+
+/// The metadata of `frame` whose parse gave `layout` (`whole`: without an error).
+fn meta_of(
+    frame: &[u8],
+    layout: &Layout,
+    whole: bool,
+    vnet: Option<(&[u8], HdrFormat)>,
+) -> Result<OffloadMeta, RxError> {
     match vnet {
-        None => Ok(OffloadMeta::from_layout(&layout)),
-        Some((raw, fmt)) => {
-            let r = sluice_offload::tx::decode_vnet_hdr(raw, fmt, frame, &layout);
-            match r {
-                Ok((h, m)) => {
-                    if err.is_some() && (h.flags != 0 || h.gso_type != 0) {
-                        return Err(RxError::Unparsable);
-                    }
-                    Ok(m)
+        None => Ok(OffloadMeta::from_layout(layout)),
+        Some((raw, fmt)) => match sluice_offload::tx::decode_vnet_hdr(raw, fmt, frame, layout) {
+            Ok((h, m)) => {
+                if !whole && (h.flags != 0 || h.gso_type != 0) {
+                    return Err(RxError::Unparsable);
                 }
-                Err(e) => Err(RxError::Vnet(e)),
+                Ok(m)
             }
-        }
+            Err(e) => Err(RxError::Vnet(e)),
+        },
     }
 }
 

@@ -1099,6 +1099,98 @@ proptest! {
     }
 }
 
+// ---- the layout a packet carries (issue 15, item 1: one parse per packet) ----
+
+/// One step of a random action sequence.
+fn arb_step() -> impl Strategy<Value = Action> {
+    const TPIDS: [u16; 3] = [0x8100, 0x88a8, 0x9100];
+    prop_oneof![
+        ((0usize..3), any::<u16>()).prop_map(|(t, tci)| Action::PushVlan {
+            tpid: TPIDS[t],
+            tci
+        }),
+        Just(Action::PopVlan),
+        ((0usize..3), any::<bool>(), any::<bool>(), any::<u32>()).prop_map(|(k, o6, csum, id)| {
+            encap(
+                KINDS[k],
+                if o6 { Ip::V6 } else { Ip::V4 },
+                id & 0xff_ffff,
+                csum,
+            )
+        }),
+        Just(Action::Decap),
+        arb_set_field(),
+        // Onto a tunnel port too: the carried layout must then be forgotten, not kept.
+        prop_oneof![Just(4789u16), Just(6081u16)].prop_map(Action::SetTpDst),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// After every action, the layout the packet carries is exactly a fresh parse of its bytes;
+    /// and push, pop, encap, decap and the set-field actions that move no header keep one, so
+    /// nothing downstream parses again.
+    #[test]
+    fn carried_layout_is_always_a_fresh_parse(
+        v6 in any::<bool>(),
+        udp in any::<bool>(),
+        tags in proptest::collection::vec((0usize..3, any::<u16>()), 0..3),
+        len in 0usize..300,
+        carried in any::<bool>(),
+        steps in proptest::collection::vec(arb_step(), 1..8),
+    ) {
+        const TPIDS: [u16; 3] = [0x8100, 0x88a8, 0x9100];
+        let t: Vec<(u16, u16)> = tags.iter().map(|&(i, c)| (TPIDS[i], c)).collect();
+        let ip = if v6 { Ip::V6 } else { Ip::V4 };
+        let l4 = if udp { L4::Udp } else { L4::Tcp };
+        let f = build(ip, l4, &t, &payload(len));
+        let mut p = pkt(&f, verified_meta(&f));
+        if carried {
+            p.set_layout(&parse_with(&f, &CFG).unwrap(), true, &CFG);
+        }
+        for a in &steps {
+            let had = p.whole_layout(&CFG).is_some();
+            let before = sluice_wire::parse_with(p.frame(), &CFG);
+            let plain_before = before.is_ok_and(|l| l.tunnel.is_none());
+            let ok = apply(&mut p, a, &CFG).is_ok();
+            let fresh = sluice_wire::parse_partial(p.frame(), &CFG);
+            if let Some((l, whole)) = p.layout_for(&CFG) {
+                prop_assert_eq!(l, &fresh.0, "after {:?}", a);
+                prop_assert_eq!(whole, fresh.1.is_none());
+            }
+            // Encap and decap need a layout: they carry one whatever came before, where the
+            // frame on the tunnel's open side is plain (a UDP datagram to the VXLAN port that
+            // holds no VXLAN header does not parse; one to the Geneve port whose header carries
+            // an unknown protocol has a tunnel and no inner stack: such frames are parsed again
+            // where they are next needed).
+            let plain_after = fresh.1.is_none() && fresh.0.tunnel.is_none();
+            let needs = match a {
+                Action::Encap(_) => plain_before,
+                Action::Decap => plain_after,
+                _ => false,
+            };
+            let keeps = !matches!(a, Action::SetTpDst(_)) && (had || needs);
+            if ok && keeps {
+                prop_assert!(p.whole_layout(&CFG).is_some(), "{:?} dropped the layout", a);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_layout_parsed_with_another_configuration_is_not_used() {
+    let f = build(Ip::V4, L4::Udp, &[], b"abc");
+    let mut p = pkt(&f, verified_meta(&f));
+    let other = ParseConfig::with_tunnel_ports(&[8472], &[]).unwrap();
+    p.set_layout(&parse_with(&f, &other).unwrap(), true, &other);
+    assert!(p.layout_for(&CFG).is_none());
+    assert!(p.layout_for(&other).is_some());
+    // Any write to the bytes forgets it.
+    p.frame_mut()[0] ^= 1;
+    assert!(p.layout_for(&other).is_none());
+}
+
 // ---- measurement (run by hand, release build) ----
 
 /// Nanoseconds per call of `f`, over `n` calls after a warm-up.

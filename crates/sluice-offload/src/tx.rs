@@ -40,7 +40,7 @@ use sluice_coverage::{counter, Counter};
 use sluice_packet::rewrite::{defer_l4_checksum, recompute_checksum};
 use sluice_packet::virtio::{HdrFormat, VirtioError, VirtioNetHdr};
 use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot};
-use sluice_wire::{ethertype, ip_proto, L3Kind, LinkType, ParseConfig, TunnelKind};
+use sluice_wire::{ethertype, ip_proto, L3Kind, Layout, LinkType, ParseConfig, TunnelKind};
 
 counter!(pub TX_PREPARED, "tx_prepared", "packets run through transmit preparation");
 counter!(pub TX_UNCHANGED, "tx_unchanged", "packets the device takes as they are (no software work)");
@@ -147,6 +147,11 @@ pub struct TxPacket<'a> {
     pub meta: OffloadMeta,
     /// A tag to insert in front of the frame's tags.
     pub vlan: Option<VlanInsert>,
+    /// The packet's layout (of head and tail together, without the tag to insert) and the
+    /// configuration it was parsed with, when the caller has it: software GSO then reads it
+    /// instead of parsing the packet again (it parses when the configuration is not the one
+    /// it would use). The caller vouches that it describes these bytes.
+    pub layout: Option<(&'a Layout, &'a ParseConfig)>,
 }
 
 impl<'a> TxPacket<'a> {
@@ -157,7 +162,21 @@ impl<'a> TxPacket<'a> {
             tail: Tail::Linear,
             meta,
             vlan: None,
+            layout: None,
         }
+    }
+
+    /// This packet with its layout, parsed with `cfg` (see [`TxPacket::layout`]).
+    pub const fn with_layout(self, layout: &'a Layout, cfg: &'a ParseConfig) -> TxPacket<'a> {
+        TxPacket {
+            layout: Some((layout, cfg)),
+            ..self
+        }
+    }
+
+    /// The carried layout when it was parsed with `cfg`.
+    fn layout_for(&self, cfg: &ParseConfig) -> Option<&'a Layout> {
+        self.layout.filter(|(_, c)| *c == cfg).map(|(l, _)| l)
     }
 
     /// Total length (head + tail), without the tag to insert.
@@ -185,6 +204,58 @@ pub struct DeviceWork {
     pub gso: Option<(GsoType, u16, bool)>,
     /// Insert this tag.
     pub vlan: Option<VlanInsert>,
+    /// Whether a GSO frame is a VXLAN / Geneve packet, and where its headers are, as transmit
+    /// preparation knows from the packet's metadata: a port that writes the UDP-tunnel GSO
+    /// fields of a `virtio_net_hdr` reads them here instead of parsing the frame again.
+    pub tunnel: TunnelHint,
+}
+
+/// See [`DeviceWork::tunnel`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TunnelHint {
+    /// Not said (the default): a port that needs to know parses the frame.
+    #[default]
+    Unknown,
+    /// Not a VXLAN / Geneve packet.
+    Plain,
+    /// A VXLAN / Geneve packet with these header offsets.
+    Udp {
+        /// Outer IP header.
+        outer_l3: u16,
+        /// Outer UDP header.
+        outer_l4: u16,
+        /// Inner IP header.
+        inner_l3: u16,
+        /// Inner L4 header.
+        inner_l4: u16,
+    },
+}
+
+impl TunnelHint {
+    /// The hint for a packet whose metadata is `meta`.
+    pub fn of(meta: &OffloadMeta) -> TunnelHint {
+        let o = meta.offsets();
+        match (
+            meta.tunnel(),
+            o.outer_l3,
+            o.outer_l4,
+            o.inner_l3,
+            o.inner_l4,
+        ) {
+            (Some(k), Some(outer_l3), Some(outer_l4), Some(inner_l3), Some(inner_l4))
+                if k.is_udp() =>
+            {
+                TunnelHint::Udp {
+                    outer_l3,
+                    outer_l4,
+                    inner_l3,
+                    inner_l4,
+                }
+            }
+            (Some(k), ..) if k.is_udp() => TunnelHint::Unknown,
+            _ => TunnelHint::Plain,
+        }
+    }
 }
 
 /// What software did. A set of flags.
@@ -688,6 +759,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
             }
             work.gso = Some((meta.gso_type(), meta.segment_size(), meta.gso_ecn()));
             work.l4_csum = Some((meta.csum_start(), meta.csum_offset()));
+            work.tunnel = TunnelHint::of(&meta);
             actions.set(TxSteps::HW_GSO);
             HW_GSO.inc();
             return finish(pkt, out, linear, actions, work);
@@ -720,14 +792,15 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
             &frame
         };
         if pack {
-            if let Some(k) = pack_tunnel_uso(contiguous, &meta, dev, out) {
+            let known = pkt.layout_for(&out.parse);
+            if let Some(k) = pack_tunnel_uso(contiguous, known, &meta, dev, out) {
                 out.scratch = frame;
                 actions.set(TxSteps::SOFT_GSO);
                 actions.set(TxSteps::HW_CSUM);
                 return TxOutcome::Prepared { actions, frames: k };
             }
         }
-        let r = soft_gso(contiguous, &meta, f, dev, &work, partial, out);
+        let r = soft_gso(contiguous, pkt, &meta, f, dev, &work, partial, out);
         out.scratch = frame;
         return match r {
             Ok(n) => {
@@ -813,6 +886,7 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
 /// `None` (the caller segments as usual) when the packet does not fit the scheme.
 fn pack_tunnel_uso(
     frame: &[u8],
+    known: Option<&Layout>,
     meta: &OffloadMeta,
     dev: &Device,
     out: &mut TxOutput,
@@ -820,12 +894,19 @@ fn pack_tunnel_uso(
     let o = meta.offsets();
     let (l3, l4) = (usize::from(o.outer_l3?), usize::from(o.outer_l4?));
     let hdr = l4 + 8;
-    let layout = sluice_wire::parse_with(frame, &out.parse).ok()?;
+    let parsed;
+    let layout = match known {
+        Some(l) => l,
+        None => {
+            parsed = sluice_wire::parse_with(frame, &out.parse).ok()?;
+            &parsed
+        }
+    };
     let mut p = GsoParams::new(meta.gso_type(), meta.segment_size());
     p.ecn = meta.gso_ecn();
     p.max_frame_len = dev.max_frame();
     out.zc.clear();
-    let n = gso::segment_zero_copy(frame, &layout, &p, &mut out.zc).ok()?;
+    let n = gso::segment_zero_copy(frame, layout, &p, &mut out.zc).ok()?;
     if n < 2 {
         return None;
     }
@@ -960,8 +1041,10 @@ fn insert_tag(buf: &mut Vec<u8>, tag: VlanInsert) {
     buf.splice(at..at, [a, b, c, d]);
 }
 
+#[allow(clippy::too_many_arguments)]
 fn soft_gso(
     frame: &[u8],
+    pkt: &TxPacket<'_>,
     meta: &OffloadMeta,
     f: Features,
     dev: &Device,
@@ -975,8 +1058,16 @@ fn soft_gso(
     } else {
         out.parse
     };
-    let layout = sluice_wire::parse_with(frame, &cfg)
-        .map_err(|_| DropReason::Malformed("frame does not parse for software GSO"))?;
+    // The layout the packet carries, else a parse.
+    let parsed;
+    let layout = match pkt.layout_for(&cfg) {
+        Some(l) => l,
+        None => {
+            parsed = sluice_wire::parse_with(frame, &cfg)
+                .map_err(|_| DropReason::Malformed("frame does not parse for software GSO"))?;
+            &parsed
+        }
+    };
     let innermost = if meta.tunnel().is_some() {
         Level::Inner
     } else {
@@ -999,12 +1090,18 @@ fn soft_gso(
         .saturating_sub(if work.vlan.is_some() { 4 } else { 0 });
     out.gso.clear();
     let n = if partial {
-        gso::segment_partial(frame, &layout, &p, &mut out.gso)
+        gso::segment_partial(frame, layout, &p, &mut out.gso)
     } else {
-        gso::segment(frame, &layout, &p, &mut out.gso)
+        gso::segment(frame, layout, &p, &mut out.gso)
     }
     .map_err(DropReason::Gso)?;
     out.frames.clear();
+    // A partial GSO segment keeps the packet's headers, where they were.
+    let tunnel = if partial {
+        TunnelHint::of(meta)
+    } else {
+        TunnelHint::Plain
+    };
     for i in 0..out.gso.len() {
         let Some(seg) = out.gso.segment(i) else {
             continue;
@@ -1016,6 +1113,7 @@ fn soft_gso(
             inner_ip_csum: m.ip_csum == CsumStatus::Partial && meta.tunnel().is_some(),
             gso: (m.gso_type != GsoType::None).then_some((m.gso_type, m.gso_size, meta.gso_ecn())),
             vlan: work.vlan,
+            tunnel,
         };
         out.frames.push(TxFrame {
             range: seg.range.clone(),

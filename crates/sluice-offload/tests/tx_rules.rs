@@ -186,6 +186,7 @@ fn frag_list_is_linearized_when_the_device_can_still_segment() {
         tail: Tail::FragList(&pieces),
         meta,
         vlan: None,
+        layout: None,
     };
     let tso = Features::TX_CSUM_GENERIC | Features::TX_SG | Features::TSO;
     let before = here(&sluice_offload::tx::LINEARIZED);
@@ -222,6 +223,7 @@ fn frag_list_is_linearized_when_the_device_can_still_segment() {
         tail: Tail::Frags(&pieces),
         meta,
         vlan: None,
+        layout: None,
     };
     let r = tx_prepare(&p, &Device::new(Features::NONE), &mut out);
     assert_eq!(r.actions(), TxSteps::LINEARIZE);

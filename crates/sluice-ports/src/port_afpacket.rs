@@ -40,7 +40,7 @@ use crate::port_tap::encode_work;
 use sluice_datapath::buf::{BufPool, PacketBuf};
 pub use sluice_datapath::port::EthtoolFeature;
 use sluice_datapath::port::{
-    rx_meta, Port, PortControl, PortDrops, PortError, PortState, RecvResult, RX_BURST_BYTES,
+    rx_prepare, Port, PortControl, PortDrops, PortError, PortState, RecvResult, RX_BURST_BYTES,
 };
 use sluice_offload::features::{Device, Feature, Features, MAX_VLAN_DEPTH};
 use sluice_offload::tx::DeviceWork;
@@ -519,9 +519,8 @@ impl Port for AfPacketPort {
                 b.set_len(rf.offset + rf.len);
                 b.pull(rf.offset);
                 let vnet = rf.vnet_hdr.as_ref().map(|h| (&h[..], AFPACKET_HDR_FORMAT));
-                match rx_meta(b.frame(), vnet, &self.parse) {
-                    Ok(meta) => {
-                        b.meta = meta;
+                match rx_prepare(&mut b, vnet, &self.parse) {
+                    Ok(()) => {
                         out.push(b);
                         n += 1;
                     }

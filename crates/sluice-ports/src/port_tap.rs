@@ -55,11 +55,11 @@ use crate::tap::{
 };
 use sluice_datapath::buf::{BufPool, PacketBuf};
 use sluice_datapath::port::{
-    rx_meta, EthtoolFeature, Port, PortControl, PortDrops, PortError, PortState, RecvResult,
+    rx_prepare, EthtoolFeature, Port, PortControl, PortDrops, PortError, PortState, RecvResult,
     RX_BURST_BYTES,
 };
 use sluice_offload::features::{Device, Feature, Features};
-use sluice_offload::tx::DeviceWork;
+use sluice_offload::tx::{DeviceWork, TunnelHint};
 use sluice_packet::virtio::{self, HdrFormat, VirtioNetHdr};
 use sluice_packet::GsoType;
 use sluice_wire::{LinkType, ParseConfig};
@@ -543,7 +543,7 @@ pub(crate) fn encode_work_with(
         return encode_work(frame, work, fmt, out, drops);
     }
     let encoded = work_to_vnet(frame, work)
-        .and_then(|h| tunnel_gso_hdr(h, frame, parse, outer_csum))
+        .and_then(|h| tunnel_gso_hdr(h, frame, parse, outer_csum, work.tunnel))
         .and_then(|h| {
             h.encode(fmt, out)
                 .map(drop)
@@ -561,30 +561,64 @@ pub(crate) fn encode_work_with(
 /// `inner_nh_offset` (inner IP). `hdr_len` already ends after the inner L4 header. A tunnel
 /// packet with an outer UDP checksum gets `UDP_TUNNEL_CSUM` when `outer_csum` (the port
 /// negotiated `TUN_F_UDP_TUNNEL_GSO_CSUM`, so it advertises `tx-udp_tnl-csum-segmentation`),
-/// and is refused otherwise. Plain packets pass unchanged.
+/// and is refused otherwise. Plain packets pass unchanged. Where the headers are comes from
+/// `hint` (transmit preparation's, from the packet's metadata) or, when it is
+/// [`TunnelHint::Unknown`], from a parse of `frame` with `parse`.
 pub fn tunnel_gso_hdr(
     mut h: VirtioNetHdr,
     frame: &[u8],
     parse: &ParseConfig,
     outer_csum: bool,
+    hint: TunnelHint,
 ) -> Result<VirtioNetHdr, PortError> {
     if h.gso_type == virtio::GSO_NONE {
         return Ok(h);
     }
-    let Ok(layout) = sluice_wire::parse_with(frame, parse) else {
+    // Outer IP version, outer UDP, inner IP and inner L4 offsets: from transmit preparation's
+    // hint when it gave one, else from a parse.
+    let found = match hint {
+        TunnelHint::Plain => return Ok(h),
+        TunnelHint::Udp {
+            outer_l3,
+            outer_l4,
+            inner_l3,
+            inner_l4,
+        } => {
+            let v6 = frame
+                .get(usize::from(outer_l3))
+                .is_some_and(|b| b >> 4 == 6);
+            Some((
+                v6,
+                Some(outer_l4.into()),
+                Some(inner_l3.into()),
+                Some(inner_l4.into()),
+            ))
+        }
+        TunnelHint::Unknown => {
+            let Ok(layout) = sluice_wire::parse_with(frame, parse) else {
+                return Ok(h);
+            };
+            match (layout.inner.as_ref(), layout.tunnel) {
+                (Some(inner), Some(t))
+                    if matches!(
+                        t.kind,
+                        sluice_wire::TunnelKind::Vxlan | sluice_wire::TunnelKind::Geneve
+                    ) =>
+                {
+                    let v6 = layout.outer.l3_kind == Some(sluice_wire::L3Kind::Ipv6);
+                    Some((v6, layout.outer.l4, inner.l3, inner.l4))
+                }
+                _ => None,
+            }
+        }
+    };
+    let Some((outer_v6, outer_l4, inner_l3, inner_l4)) = found else {
         return Ok(h);
     };
-    let (Some(inner), Some(t)) = (layout.inner.as_ref(), layout.tunnel) else {
-        return Ok(h);
-    };
-    if !matches!(
-        t.kind,
-        sluice_wire::TunnelKind::Vxlan | sluice_wire::TunnelKind::Geneve
-    ) || inner.l4 != Some(usize::from(h.csum_start))
-    {
+    if inner_l4 != Some(usize::from(h.csum_start)) {
         return Ok(h);
     }
-    let (Some(outer_l4), Some(inner_l3)) = (layout.outer.l4, inner.l3) else {
+    let (Some(outer_l4), Some(inner_l3)) = (outer_l4, inner_l3) else {
         return Ok(h);
     };
     if frame
@@ -599,9 +633,10 @@ pub fn tunnel_gso_hdr(
         }
         h.flags |= virtio::F_UDP_TUNNEL_CSUM;
     }
-    h.gso_type |= match layout.outer.l3_kind {
-        Some(sluice_wire::L3Kind::Ipv6) => virtio::GSO_UDP_TUNNEL_IPV6,
-        _ => virtio::GSO_UDP_TUNNEL_IPV4,
+    h.gso_type |= if outer_v6 {
+        virtio::GSO_UDP_TUNNEL_IPV6
+    } else {
+        virtio::GSO_UDP_TUNNEL_IPV4
     };
     let off =
         |v: usize| u16::try_from(v).map_err(|_| PortError::Unsendable("headers too long".into()));
@@ -831,9 +866,8 @@ impl Port for TapPort {
                 continue;
             }
             b.set_len(len);
-            match rx_meta(b.frame(), Some((&*hdr, self.fmt)), &self.parse) {
-                Ok(meta) => {
-                    b.meta = meta;
+            match rx_prepare(&mut b, Some((&*hdr, self.fmt)), &self.parse) {
+                Ok(()) => {
                     out.push(b);
                     n += 1;
                 }
@@ -1088,6 +1122,57 @@ mod tests {
         let h = VirtioNetHdr::decode(&raw, fmt).unwrap();
         assert_eq!(h.gso_type, virtio::GSO_TCPV4);
         assert_eq!((h.outer_th_offset, h.inner_nh_offset), (0, 0));
+    }
+
+    /// The header offsets from transmit preparation's hint (`DeviceWork::tunnel`) give the
+    /// same `virtio_net_hdr` as a parse of the frame, for each UDP tunnel and outer IP version;
+    /// a frame hinted plain gets no tunnel fields.
+    #[test]
+    fn tunnel_hint_gives_what_a_parse_gives() {
+        use sluice_offload::tx::TunnelHint;
+        use sluice_testkit::tx_frames::{packet, Csum, Envelope, Ip, L4};
+        let fmt = TAP_TUNNEL_HDR_FORMAT;
+        let parse = ParseConfig::DEFAULT;
+        let mut checked = 0;
+        for env in [Envelope::Vxlan, Envelope::Geneve] {
+            for ip in [Ip::V4, Ip::V6] {
+                let (f, meta, layout) = packet(env, ip, L4::Tcp, true, Csum::Partial);
+                let inner_l4 = layout.inner.and_then(|h| h.l4).unwrap();
+                let gso = if ip == Ip::V4 {
+                    GsoType::TcpV4
+                } else {
+                    GsoType::TcpV6
+                };
+                let base = DeviceWork {
+                    l4_csum: Some((u16::try_from(inner_l4).unwrap(), 16)),
+                    gso: Some((gso, meta.segment_size(), false)),
+                    ..DeviceWork::default()
+                };
+                let hint = TunnelHint::of(&meta);
+                assert!(matches!(hint, TunnelHint::Udp { .. }), "{env:?} {ip:?}");
+                let hinted = DeviceWork {
+                    tunnel: hint,
+                    ..base
+                };
+                let (mut a, mut b) = ([0u8; 24], [0u8; 24]);
+                let mut drops = PortDrops::default();
+                encode_work_with(&f, &base, fmt, &parse, true, &mut a, &mut drops).unwrap();
+                encode_work_with(&f, &hinted, fmt, &parse, true, &mut b, &mut drops).unwrap();
+                assert_eq!(a, b, "{env:?} {ip:?}");
+                let h = VirtioNetHdr::decode(&b, fmt).unwrap();
+                assert_ne!(h.outer_th_offset, 0, "{env:?} {ip:?}");
+                checked += 1;
+                // Hinted plain: no tunnel fields, whatever the bytes say.
+                let plain = DeviceWork {
+                    tunnel: TunnelHint::Plain,
+                    ..base
+                };
+                encode_work_with(&f, &plain, fmt, &parse, true, &mut b, &mut drops).unwrap();
+                let h = VirtioNetHdr::decode(&b, fmt).unwrap();
+                assert_eq!((h.outer_th_offset, h.inner_nh_offset), (0, 0));
+            }
+        }
+        assert_eq!(checked, 4);
     }
 
     #[test]

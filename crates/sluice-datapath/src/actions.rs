@@ -435,7 +435,13 @@ fn set_eth(
     mac: [u8; 6],
     action: &'static str,
 ) -> Result<(), ActionError> {
-    let l2 = usize::from(meta.offsets().outer_l2.unwrap_or(0));
+    // An L3 packet (a TUN port's) has no MAC addresses to set: refused, not written over
+    // its IP header.
+    let l2 = usize::from(
+        meta.offsets()
+            .outer_l2
+            .ok_or(ActionError::Missing("Ethernet header"))?,
+    );
     let have = pkt.len();
     let field = pkt
         .frame_mut()
@@ -805,9 +811,10 @@ fn decap(pkt: &mut PacketBuf, mut meta: OffloadMeta, cfg: &ParseConfig) -> Resul
     if frame.len() < at + ETH_LEN {
         return Err(too_short("decap", at + ETH_LEN, frame.len()));
     }
-    // The layout once the outer headers are off, worked out while they are still there.
+    // The layout once the outer headers are off, worked out while they are still there (and
+    // only when it puts the inner Ethernet header where the metadata does).
     let after = match pkt.parse_layout(cfg) {
-        (frame, l, true) => l.decapsulated(frame, cfg),
+        (frame, l, true) if l.inner.and_then(|h| h.l2) == Some(at) => l.decapsulated(frame, cfg),
         _ => None,
     };
     meta.decapsulate(inner_l2, 0).map_err(|error| match error {

@@ -190,9 +190,16 @@ impl PacketBuf {
         &self.data[self.start..self.end]
     }
 
-    /// The frame, writable.
+    /// The frame, writable (the carried layout is forgotten).
     pub fn frame_mut(&mut self) -> &mut [u8] {
         self.forget_layout();
+        &mut self.data[self.start..self.end]
+    }
+
+    /// The frame, writable, for a change of field values the parser does not read (a
+    /// checksum): the carried layout stays. The caller vouches that no header moves and no
+    /// length, version, protocol, port or tag changes.
+    pub fn checksums_mut(&mut self) -> &mut [u8] {
         &mut self.data[self.start..self.end]
     }
 
@@ -259,8 +266,8 @@ impl PacketBuf {
 
     /// Shortens the frame to `len` bytes (no-op if already shorter).
     pub fn truncate(&mut self, len: usize) {
-        self.forget_layout();
         if len < self.len() {
+            self.forget_layout();
             self.end = self.start + len;
         }
     }

@@ -1125,6 +1125,9 @@ impl Datapath {
             },
             _ => p.frame(),
         };
+        // Software GSO, when it must parse, finds tunnels as the packet's metadata did: with
+        // the ingress port's configuration.
+        self.tx.parse = *parse;
         let pkt = TxPacket::new(frame, meta);
         // The layout found at receive and kept by the actions, when it describes these bytes
         // (an L3 port's frame cut from an L2 packet has none).
@@ -1240,7 +1243,8 @@ fn is_tunnel_uso(p: &PacketBuf) -> bool {
 fn partial_gro_checksum(p: &mut PacketBuf) {
     let mut meta = p.meta;
     // On error neither the frame nor the metadata changes: the packet goes on as it was.
-    if defer_gso_l4_checksum(p.frame_mut(), &mut meta) {
+    // Only the L4 checksum field is written: the carried layout stays.
+    if defer_gso_l4_checksum(p.checksums_mut(), &mut meta) {
         p.meta = meta;
         GRO_CSUM_LEFT_PARTIAL.inc();
     }

@@ -1121,18 +1121,31 @@ fn arb_step() -> impl Strategy<Value = Action> {
         Just(Action::Decap),
         arb_set_field(),
         // Onto a tunnel port too: the carried layout must then be forgotten, not kept.
-        prop_oneof![Just(4789u16), Just(6081u16)].prop_map(Action::SetTpDst),
+        prop_oneof![Just(4789u16), Just(6081u16), Just(8472u16), Just(7000u16)]
+            .prop_map(Action::SetTpDst),
+    ]
+}
+
+/// The parse configurations the carried-layout property runs under: the default, one with
+/// more tunnel ports (VXLAN 8472, Geneve 7000), and L3 (a TUN port's: IP packets).
+fn layout_configs() -> [ParseConfig; 3] {
+    [
+        CFG,
+        ParseConfig::with_tunnel_ports(&[8472], &[7000]).expect("two ports fit"),
+        ParseConfig::L3,
     ]
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(768))]
 
     /// After every action, the layout the packet carries is exactly a fresh parse of its bytes;
     /// and push, pop, encap, decap and the set-field actions that move no header keep one, so
-    /// nothing downstream parses again.
+    /// nothing downstream parses again. Under each configuration of [`layout_configs`] (an L3
+    /// packet is the built frame without its Ethernet header and tags).
     #[test]
     fn carried_layout_is_always_a_fresh_parse(
+        which in 0usize..3,
         v6 in any::<bool>(),
         udp in any::<bool>(),
         tags in proptest::collection::vec((0usize..3, any::<u16>()), 0..3),
@@ -1141,21 +1154,28 @@ proptest! {
         steps in proptest::collection::vec(arb_step(), 1..8),
     ) {
         const TPIDS: [u16; 3] = [0x8100, 0x88a8, 0x9100];
+        let cfg = layout_configs()[which];
         let t: Vec<(u16, u16)> = tags.iter().map(|&(i, c)| (TPIDS[i], c)).collect();
         let ip = if v6 { Ip::V6 } else { Ip::V4 };
         let l4 = if udp { L4::Udp } else { L4::Tcp };
-        let f = build(ip, l4, &t, &payload(len));
-        let mut p = pkt(&f, verified_meta(&f));
+        let mut f = build(ip, l4, &t, &payload(len));
+        if cfg.link == sluice_wire::LinkType::Ip {
+            f.drain(..14 + 4 * t.len());
+        }
+        let layout = parse_with(&f, &cfg).unwrap();
+        let mut m = OffloadMeta::from_layout(&layout);
+        m.apply_verdicts(&verify_frame(&f, &layout));
+        let mut p = pkt(&f, m);
         if carried {
-            p.set_layout(&parse_with(&f, &CFG).unwrap(), true, &CFG);
+            p.set_layout(&layout, true, &cfg);
         }
         for a in &steps {
-            let had = p.whole_layout(&CFG).is_some();
-            let before = sluice_wire::parse_with(p.frame(), &CFG);
+            let had = p.whole_layout(&cfg).is_some();
+            let before = sluice_wire::parse_with(p.frame(), &cfg);
             let plain_before = before.is_ok_and(|l| l.tunnel.is_none());
-            let ok = apply(&mut p, a, &CFG).is_ok();
-            let fresh = sluice_wire::parse_partial(p.frame(), &CFG);
-            if let Some((l, whole)) = p.layout_for(&CFG) {
+            let ok = apply(&mut p, a, &cfg).is_ok();
+            let fresh = sluice_wire::parse_partial(p.frame(), &cfg);
+            if let Some((l, whole)) = p.layout_for(&cfg) {
                 prop_assert_eq!(l, &fresh.0, "after {:?}", a);
                 prop_assert_eq!(whole, fresh.1.is_none());
             }
@@ -1172,9 +1192,26 @@ proptest! {
             };
             let keeps = !matches!(a, Action::SetTpDst(_)) && (had || needs);
             if ok && keeps {
-                prop_assert!(p.whole_layout(&CFG).is_some(), "{:?} dropped the layout", a);
+                prop_assert!(p.whole_layout(&cfg).is_some(), "{:?} dropped the layout", a);
             }
         }
+    }
+}
+
+#[test]
+fn set_eth_on_an_l3_packet_is_refused() {
+    let f = build(Ip::V4, L4::Tcp, &[], b"abc");
+    let l3 = &f[14..];
+    let layout = parse_with(l3, &ParseConfig::L3).unwrap();
+    let mut p = pkt(l3, OffloadMeta::from_layout(&layout));
+    p.set_layout(&layout, true, &ParseConfig::L3);
+    for a in [Action::SetEthDst([2; 6]), Action::SetEthSrc([4; 6])] {
+        assert_eq!(
+            apply(&mut p, &a, &ParseConfig::L3),
+            Err(ActionError::Missing("Ethernet header"))
+        );
+        assert_eq!(p.frame(), l3, "no MAC address written over the IP header");
+        assert!(p.whole_layout(&ParseConfig::L3).is_some());
     }
 }
 

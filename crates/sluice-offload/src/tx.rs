@@ -174,11 +174,6 @@ impl<'a> TxPacket<'a> {
         }
     }
 
-    /// The carried layout when it was parsed with `cfg`.
-    fn layout_for(&self, cfg: &ParseConfig) -> Option<&'a Layout> {
-        self.layout.filter(|(_, c)| *c == cfg).map(|(l, _)| l)
-    }
-
     /// Total length (head + tail), without the tag to insert.
     pub fn len(&self) -> usize {
         self.head.len() + self.tail.pieces().iter().map(|p| p.len()).sum::<usize>()
@@ -675,6 +670,8 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
     }
 
     let mut actions = TxSteps::NONE;
+    // The layout the packet came with, while it still describes the bytes being prepared.
+    let mut known = pkt.layout;
     let mut work = DeviceWork::default();
     // The working copy, materialised only when a byte must change or pieces must be joined.
     let mut linear = false;
@@ -689,6 +686,8 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
             gather(pkt, &mut out.arena);
             linear = true;
             insert_tag(&mut out.arena, tag);
+            // The packet's layout (if it came with one) is of the bytes without the tag.
+            known = None;
             if meta.vlan_pushed(4).is_err() {
                 return TxOutcome::Dropped(DropReason::Malformed("no L2 header for the VLAN tag"));
             }
@@ -792,15 +791,15 @@ fn prepare(pkt: &TxPacket<'_>, dev: &Device, out: &mut TxOutput) -> TxOutcome {
             &frame
         };
         if pack {
-            let known = pkt.layout_for(&out.parse);
-            if let Some(k) = pack_tunnel_uso(contiguous, known, &meta, dev, out) {
+            let layout = layout_for(known, &out.parse);
+            if let Some(k) = pack_tunnel_uso(contiguous, layout, &meta, dev, out) {
                 out.scratch = frame;
                 actions.set(TxSteps::SOFT_GSO);
                 actions.set(TxSteps::HW_CSUM);
                 return TxOutcome::Prepared { actions, frames: k };
             }
         }
-        let r = soft_gso(contiguous, pkt, &meta, f, dev, &work, partial, out);
+        let r = soft_gso(contiguous, known, &meta, f, dev, &work, partial, out);
         out.scratch = frame;
         return match r {
             Ok(n) => {
@@ -1024,6 +1023,14 @@ fn finish(
     TxOutcome::Prepared { actions, frames: 1 }
 }
 
+/// `known`'s layout when it was parsed with `cfg` (see [`TxPacket::layout`]).
+fn layout_for<'a>(
+    known: Option<(&'a Layout, &ParseConfig)>,
+    cfg: &ParseConfig,
+) -> Option<&'a Layout> {
+    known.filter(|(_, c)| *c == cfg).map(|(l, _)| l)
+}
+
 /// Copies head and tail into `buf`.
 fn gather(pkt: &TxPacket<'_>, buf: &mut Vec<u8>) {
     buf.clear();
@@ -1044,7 +1051,7 @@ fn insert_tag(buf: &mut Vec<u8>, tag: VlanInsert) {
 #[allow(clippy::too_many_arguments)]
 fn soft_gso(
     frame: &[u8],
-    pkt: &TxPacket<'_>,
+    known: Option<(&Layout, &ParseConfig)>,
     meta: &OffloadMeta,
     f: Features,
     dev: &Device,
@@ -1060,7 +1067,7 @@ fn soft_gso(
     };
     // The layout the packet carries, else a parse.
     let parsed;
-    let layout = match pkt.layout_for(&cfg) {
+    let layout = match layout_for(known, &cfg) {
         Some(l) => l,
         None => {
             parsed = sluice_wire::parse_with(frame, &cfg)

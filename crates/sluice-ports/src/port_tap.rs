@@ -562,8 +562,10 @@ pub(crate) fn encode_work_with(
 /// packet with an outer UDP checksum gets `UDP_TUNNEL_CSUM` when `outer_csum` (the port
 /// negotiated `TUN_F_UDP_TUNNEL_GSO_CSUM`, so it advertises `tx-udp_tnl-csum-segmentation`),
 /// and is refused otherwise. Plain packets pass unchanged. Where the headers are comes from
-/// `hint` (transmit preparation's, from the packet's metadata) or, when it is
-/// [`TunnelHint::Unknown`], from a parse of `frame` with `parse`.
+/// `hint` (transmit preparation's, from the packet's metadata, so from the parse of the port
+/// the packet came in on: a VXLAN / Geneve port known only to that port's configuration is a
+/// tunnel here too, as the metadata says) or, when it is [`TunnelHint::Unknown`], from a parse
+/// of `frame` with this port's `parse`.
 pub fn tunnel_gso_hdr(
     mut h: VirtioNetHdr,
     frame: &[u8],

@@ -253,10 +253,10 @@ impl Layout {
     }
 }
 
-/// The layout of `frame`, which is a frame described by `before` with `pushed` bytes of
-/// Ethernet, IP, UDP and VXLAN / Geneve (or GRE) headers put in front of it: only those outer
-/// headers are parsed; the inner stack is `before`'s, moved. `None` (parse the whole frame
-/// instead) when the outer headers do not end in a tunnel carrying Ethernet at `pushed` whose
+/// The layout of `frame`, which is a frame described by `before` (parsed with `cfg`) with
+/// `pushed` bytes of Ethernet, IP, UDP and VXLAN / Geneve (or GRE) headers put in front of
+/// it: only those outer headers are parsed; the inner stack is `before`'s, moved. `None`
+/// (parse the whole frame instead) when the outer headers do not end in a tunnel carrying Ethernet at `pushed` whose
 /// datagram ends with the frame, or when `before` is not a plain Ethernet layout (a tunnel of
 /// its own, or another link type).
 ///

@@ -14,10 +14,11 @@
 //! Geneve segments) goes to the copying mode, each such frame split in place, datagram by
 //! datagram, so its payload is copied once. Every packet of the burst (or of the GRO output)
 //! then has its [`FlowKey`](sluice_flow::FlowKey) extracted from its layout — the one the port
-//! found at receive and the buffer carries ([`PacketBuf::layout_for`](crate::PacketBuf::layout_for)),
-//! or, for a packet GRO built, one parse here that is then carried on: the actions keep it in
-//! step with their edits, and software GSO and the TAP's tunnel GSO header read it (or what
-//! transmit preparation derived from it) instead of parsing again. The keys are looked up
+//! found at receive and the buffer carries ([`PacketBuf::layout_for`](crate::PacketBuf::layout_for);
+//! a frame GRO passes through unmerged keeps it), or, for a packet GRO built, one parse here
+//! that is then carried on: the actions keep it in step with their edits, and software GSO
+//! reads it instead of parsing again (the TAP's tunnel GSO header reads the offsets transmit
+//! preparation takes from the packet's metadata). The keys are looked up
 //! together in the flow table snapshot taken for the burst (lock-free; through a per-datapath
 //! exact-match cache, the misses in one batched classifier lookup), and each packet's actions
 //! run in order: header actions change the

@@ -278,7 +278,7 @@ pub fn apply(pkt: &mut PacketBuf, action: &Action, cfg: &ParseConfig) -> Result<
             | Action::SetTpSrc(_)
     );
     if moves_no_header {
-        pkt.follow_layout(cfg, had, |_, _| true);
+        pkt.follow_layout(had, |_, _| true);
     }
     r
 }
@@ -295,12 +295,12 @@ fn apply_with(
     match *action {
         Action::PushVlan { tpid, tci } => {
             push_vlan(pkt, meta, tpid, tci)?;
-            pkt.follow_layout(cfg, had, |_, l| l.tag_pushed(tpid, tci));
+            pkt.follow_layout(had, |_, l| l.tag_pushed(tpid, tci));
             Ok(())
         }
         Action::PopVlan => {
             pop_vlan(pkt, meta)?;
-            pkt.follow_layout(cfg, had, |_, l| l.tag_popped());
+            pkt.follow_layout(had, |_, l| l.tag_popped());
             Ok(())
         }
         Action::SetEthSrc(mac) => set_eth(pkt, meta, 6, mac, name),
@@ -701,7 +701,7 @@ fn encap(
     pkt.push(pushed).copy_from_slice(h);
     pkt.meta = meta;
     // The new layout: the outer headers just written parsed, the inner one moved.
-    pkt.follow_layout(cfg, whole, |f, l| {
+    pkt.follow_layout(whole, |f, l| {
         match sluice_wire::parse_encapsulated(f, cfg, l, pushed) {
             Some(after) => {
                 *l = after;

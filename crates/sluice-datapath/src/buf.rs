@@ -149,13 +149,12 @@ impl PacketBuf {
         (frame, &c.layout, c.whole)
     }
 
-    /// After a change that forgot the layout (`had`: a whole layout for `cfg` was carried
-    /// just before it), makes that layout follow the change in place: `follow` gets the frame
+    /// After a change that forgot the layout (`had`: a whole layout for the caller's
+    /// configuration was carried just before it), makes that layout follow the change in place: `follow` gets the frame
     /// as it is now and the layout as it was, updates it and says whether it now describes the
     /// frame (`false`: it stays forgotten). For the actions, which know what they changed.
     pub(crate) fn follow_layout(
         &mut self,
-        cfg: &ParseConfig,
         had: bool,
         follow: impl FnOnce(&[u8], &mut Layout) -> bool,
     ) {
@@ -164,9 +163,9 @@ impl PacketBuf {
         }
         let frame = self.data.get(self.start..self.end).unwrap_or(&[]);
         if let Some(c) = self.carried.as_deref_mut() {
-            // Forgetting only cleared `layout_valid`: the layout before the change is still
-            // here.
-            self.layout_valid = c.cfg == *cfg && c.whole && follow(frame, &mut c.layout);
+            // Forgetting only cleared `layout_valid`: the layout before the change (for `cfg`,
+            // whole: what `had` says) is still here.
+            self.layout_valid = follow(frame, &mut c.layout);
         }
     }
 
@@ -274,7 +273,6 @@ impl PacketBuf {
 
     /// Makes sure at least `n` bytes of headroom exist, moving the frame (once) if not.
     fn reserve_front(&mut self, n: usize) {
-        self.forget_layout();
         if self.start >= n {
             return;
         }

@@ -41,6 +41,7 @@ use sluice_packet::rewrite::{defer_l4_checksum, recompute_checksum};
 use sluice_packet::virtio::{HdrFormat, VirtioError, VirtioNetHdr};
 use sluice_packet::{CsumStatus, GsoType, Level, OffloadMeta, Slot};
 use sluice_wire::{ethertype, ip_proto, L3Kind, Layout, LinkType, ParseConfig, TunnelKind};
+use std::borrow::Cow;
 
 counter!(pub TX_PREPARED, "tx_prepared", "packets run through transmit preparation");
 counter!(pub TX_UNCHANGED, "tx_unchanged", "packets the device takes as they are (no software work)");
@@ -893,19 +894,12 @@ fn pack_tunnel_uso(
     let o = meta.offsets();
     let (l3, l4) = (usize::from(o.outer_l3?), usize::from(o.outer_l4?));
     let hdr = l4 + 8;
-    let parsed;
-    let layout = match known {
-        Some(l) => l,
-        None => {
-            parsed = sluice_wire::parse_with(frame, &out.parse).ok()?;
-            &parsed
-        }
-    };
+    let layout = known_or_parsed(known, frame, &out.parse)?;
     let mut p = GsoParams::new(meta.gso_type(), meta.segment_size());
     p.ecn = meta.gso_ecn();
     p.max_frame_len = dev.max_frame();
     out.zc.clear();
-    let n = gso::segment_zero_copy(frame, layout, &p, &mut out.zc).ok()?;
+    let n = gso::segment_zero_copy(frame, &layout, &p, &mut out.zc).ok()?;
     if n < 2 {
         return None;
     }
@@ -1031,6 +1025,18 @@ fn layout_for<'a>(
     known.filter(|(_, c)| *c == cfg).map(|(l, _)| l)
 }
 
+/// `known`, or else a parse of `frame` with `cfg` (`None` when it does not parse whole).
+fn known_or_parsed<'a>(
+    known: Option<&'a Layout>,
+    frame: &[u8],
+    cfg: &ParseConfig,
+) -> Option<Cow<'a, Layout>> {
+    match known {
+        Some(l) => Some(Cow::Borrowed(l)),
+        None => sluice_wire::parse_with(frame, cfg).ok().map(Cow::Owned),
+    }
+}
+
 /// Copies head and tail into `buf`.
 fn gather(pkt: &TxPacket<'_>, buf: &mut Vec<u8>) {
     buf.clear();
@@ -1066,15 +1072,9 @@ fn soft_gso(
         out.parse
     };
     // The layout the packet carries, else a parse.
-    let parsed;
-    let layout = match layout_for(known, &cfg) {
-        Some(l) => l,
-        None => {
-            parsed = sluice_wire::parse_with(frame, &cfg)
-                .map_err(|_| DropReason::Malformed("frame does not parse for software GSO"))?;
-            &parsed
-        }
-    };
+    let layout = known_or_parsed(layout_for(known, &cfg), frame, &cfg).ok_or(
+        DropReason::Malformed("frame does not parse for software GSO"),
+    )?;
     let innermost = if meta.tunnel().is_some() {
         Level::Inner
     } else {
@@ -1097,9 +1097,9 @@ fn soft_gso(
         .saturating_sub(if work.vlan.is_some() { 4 } else { 0 });
     out.gso.clear();
     let n = if partial {
-        gso::segment_partial(frame, layout, &p, &mut out.gso)
+        gso::segment_partial(frame, &layout, &p, &mut out.gso)
     } else {
-        gso::segment(frame, layout, &p, &mut out.gso)
+        gso::segment(frame, &layout, &p, &mut out.gso)
     }
     .map_err(DropReason::Gso)?;
     out.frames.clear();

@@ -27,20 +27,31 @@ fn moved(o: usize, from: usize, by: isize) -> Option<usize> {
     }
 }
 
-/// Every offset of `h` at or after `from` moved by `by` bytes.
+/// Every offset of `h` at or after `from` moved by `by` bytes, in place; `false` (`h` part-way
+/// changed) on an overflow.
+fn shift_headers_in_place(h: &mut Headers, from: usize, by: isize) -> bool {
+    for o in [
+        &mut h.l2,
+        &mut h.l3,
+        &mut h.l4,
+        &mut h.payload,
+        &mut h.l3_end,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        match moved(*o, from, by) {
+            Some(m) => *o = m,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// [`shift_headers_in_place`] on a copy of `h`.
 fn shift_headers(h: &Headers, from: usize, by: isize) -> Option<Headers> {
-    let m = |o: Option<usize>| match o {
-        Some(o) => moved(o, from, by).map(Some),
-        None => Some(None),
-    };
-    Some(Headers {
-        l2: m(h.l2)?,
-        l3: m(h.l3)?,
-        l4: m(h.l4)?,
-        payload: m(h.payload)?,
-        l3_end: m(h.l3_end)?,
-        ..*h
-    })
+    let mut out = *h;
+    shift_headers_in_place(&mut out, from, by).then_some(out)
 }
 
 impl Layout {
@@ -123,25 +134,7 @@ impl Layout {
     /// Every offset at or after `from` moved by `by` bytes, outer and inner headers, tunnel
     /// and layer list alike; `false` (the layout part-way changed) on an overflow.
     fn shift_in_place(&mut self, from: usize, by: isize) -> bool {
-        fn headers(h: &mut Headers, from: usize, by: isize) -> bool {
-            for o in [
-                &mut h.l2,
-                &mut h.l3,
-                &mut h.l4,
-                &mut h.payload,
-                &mut h.l3_end,
-            ]
-            .into_iter()
-            .flatten()
-            {
-                match moved(*o, from, by) {
-                    Some(m) => *o = m,
-                    None => return false,
-                }
-            }
-            true
-        }
-        if !headers(&mut self.outer, from, by) {
+        if !shift_headers_in_place(&mut self.outer, from, by) {
             return false;
         }
         if let Some(t) = self.tunnel.as_mut() {
@@ -151,7 +144,7 @@ impl Layout {
             }
         }
         if let Some(h) = self.inner.as_mut() {
-            if !headers(h, from, by) {
+            if !shift_headers_in_place(h, from, by) {
                 return false;
             }
         }

@@ -685,24 +685,39 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
     })
 }
 
-/// Slots of the per-thread cache of recent action lists.
-const RECENT_ACTIONS: usize = 16;
+/// Slots of the per-thread cache of recent action lists. With 16 slots, each list's only slot
+/// its hash's, a file's 16 distinct action lists (`output:0` … `output:15`) had ~6 of them
+/// sharing a slot with another and pushing each other out: an allocation, and a free on the
+/// thread that drops the rule, every few lines.
+const RECENT_ACTIONS: usize = 64;
+
+/// Slots a list is looked for in, from its hash's slot on (linear probing): as many as 16
+/// distinct lists never push one another out (a list's window cannot be full of the others).
+const RECENT_PROBE: usize = 16;
 
 thread_local! {
     /// Action lists this thread parsed lately, by a hash of their actions.
     static RECENT: RefCell<(hashbrown::DefaultHashBuilder, [Option<ActionList>; RECENT_ACTIONS])> =
-        RefCell::new(Default::default());
+        RefCell::new((Default::default(), core::array::from_fn(|_| None)));
 }
 
 /// The action list of `actions`: one this thread parsed lately if it had the same actions
 /// (rules mostly share their actions, say `output:3`: they then share one allocation from the
 /// parser on, and a million-rule file costs no allocation and no cross-thread free per rule
-/// for its actions), else a new one.
+/// for its actions), else a new one (kept in the first free slot of its probe, else in its
+/// hash's slot).
 fn shared_actions(actions: &[Action]) -> ActionList {
     RECENT.with_borrow_mut(|(hasher, recent)| {
-        let slot = (hasher.hash_one(actions) as usize) % RECENT_ACTIONS;
-        match recent.get_mut(slot) {
-            Some(Some(known)) if known.as_slice() == actions => known.clone(),
+        let home = hasher.hash_one(actions) as usize;
+        for k in 0..RECENT_PROBE {
+            match recent.get_mut(home.wrapping_add(k) % RECENT_ACTIONS) {
+                Some(Some(known)) if known.as_slice() == actions => return known.clone(),
+                Some(Some(_)) => {}
+                Some(entry) => return entry.insert(ActionList::new(actions)).clone(),
+                None => break,
+            }
+        }
+        match recent.get_mut(home % RECENT_ACTIONS) {
             Some(entry) => entry.insert(ActionList::new(actions)).clone(),
             None => ActionList::new(actions),
         }
@@ -1099,6 +1114,38 @@ mod tests {
         fn ascii_tokens_agree_with_char_tokens(line in "[ a-z0-9:/,.\t\n\x0b\x0c\r]{0,60}") {
             prop_assert_eq!(pairs(tokens(&line)), pairs(tokens_chars(&line)));
         }
+    }
+
+    /// Sixteen distinct action lists, met in turn, keep one allocation each on a thread (with
+    /// one slot per hash, some pushed each other out: a new allocation every few lines).
+    #[test]
+    fn sixteen_action_lists_are_shared() {
+        std::thread::spawn(|| {
+            let names = PortNames::new();
+            let first: Vec<ActionList> = (0..16)
+                .map(|p| {
+                    parse_rule(&format!("prio 1 action output:{p}"), &names)
+                        .unwrap()
+                        .actions
+                })
+                .collect();
+            for i in 0..1600 {
+                let r = parse_rule(
+                    &format!(
+                        "prio 2 eth_type ipv4 ip_proto tcp dst_port {i} action output:{}",
+                        i % 16
+                    ),
+                    &names,
+                )
+                .unwrap();
+                assert!(
+                    r.actions.ptr_eq(&first[i % 16]),
+                    "line {i}: a new allocation"
+                );
+            }
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

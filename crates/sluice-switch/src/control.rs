@@ -21,7 +21,7 @@ pub use rule_stream::{
     CHUNK_BYTES,
 };
 
-use crate::switch::{PortRequest, PreparedText, Switch};
+use crate::switch::{ParseBuffers, PortRequest, PreparedText, Switch};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sluice_coverage::counter;
@@ -419,8 +419,8 @@ fn with_text(mut req: Request, text: Result<String, String>) -> Result<Request, 
 }
 
 /// A decoded request to run; a rules text has its rules parsed here (outside the control
-/// lock: [`Switch::prepare_text`]).
-fn read_work(switch: &Switch, req: Request) -> Work {
+/// lock: [`Switch::prepare_text`]), into `bufs`' vectors if given.
+fn read_work(switch: &Switch, req: Request, bufs: Option<&Arc<ParseBuffers>>) -> Work {
     let (op, text, text_bytes, atomic) = match req {
         Request::FlowAddText {
             text,
@@ -439,8 +439,11 @@ fn read_work(switch: &Switch, req: Request) -> Work {
         } => (TextOp::Mod, text, text_bytes, atomic),
         other => return Work::Request(other),
     };
-    let prepared = inline_text(text, text_bytes)
-        .and_then(|text| switch.prepare_text(op, text).map_err(|e| e.to_string()));
+    let prepared = inline_text(text, text_bytes).and_then(|text| {
+        switch
+            .prepare_text_with(op, text, bufs.cloned())
+            .map_err(|e| e.to_string())
+    });
     Work::Text(prepared, atomic)
 }
 
@@ -471,7 +474,7 @@ fn respond(switch: &Switch, work: Work, stop: &AtomicBool) -> Value {
 /// Answers one request line (without its newline): the response object.
 pub fn answer_line(switch: &Switch, line: &[u8], stop: &AtomicBool) -> Value {
     let work = match decode(line).and_then(|r| text_fields_ok(r, false)) {
-        Ok(req) => read_work(switch, req),
+        Ok(req) => read_work(switch, req, None),
         Err(error) => {
             count_refusal(&error);
             Work::Refused(error)
@@ -493,14 +496,16 @@ pub fn serve_connection(switch: &Switch, stream: &UnixStream, stop: &AtomicBool)
     // A rendezvous: the reader holds at most one parsed request (waiting to hand it over)
     // while another is applied.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Work>(0);
+    let bufs = Arc::new(ParseBuffers::default());
     std::thread::scope(|s| {
+        let b = &bufs;
         let reader = std::thread::Builder::new()
             .name("sluice-ctl-read".into())
             .spawn_scoped(s, move || {
-                read_requests(switch, stream, stop, |w| Ok(tx.send(w).is_ok()))
+                read_requests(switch, stream, stop, b, |w| Ok(tx.send(w).is_ok()))
             });
         let Ok(reader) = reader else {
-            return read_requests(switch, stream, stop, |w| answer(switch, stream, stop, w));
+            return read_requests(switch, stream, stop, b, |w| answer(switch, stream, stop, w));
         };
         // However this thread leaves (a panic included): wake the reader if it waits for a
         // line, and let its next hand-over fail, so the scope can end.
@@ -548,20 +553,26 @@ fn answer(switch: &Switch, writer: &UnixStream, stop: &AtomicBool, work: Work) -
 }
 
 /// Reads requests until the stream ends, `stop` is set, a line is too long or `sink` says no
-/// more; hands each request to `sink` (`Ok(false)`: stop reading).
+/// more; hands each request to `sink` (`Ok(false)`: stop reading). Rules texts are read and
+/// parsed into `bufs`' buffers.
 fn read_requests(
     switch: &Switch,
     stream: &UnixStream,
     stop: &AtomicBool,
+    bufs: &Arc<ParseBuffers>,
     mut sink: impl FnMut(Work) -> io::Result<bool>,
 ) -> io::Result<()> {
     // Big reads: a rule batch is megabytes of text.
     let mut reader = BufReader::with_capacity(1 << 20, stream);
     let mut line = Vec::new();
     loop {
+        if line.capacity() == 0 {
+            // The last request's text went with it: read into a buffer handed back.
+            line = bufs.take_text();
+        }
         let work = match next_request(&mut reader, &mut line, stop)? {
             Incoming::End => return Ok(()),
-            Incoming::Request(req) => read_work(switch, req),
+            Incoming::Request(req) => read_work(switch, req, Some(bufs)),
             Incoming::Refused(error) => Work::Refused(error),
             Incoming::Close(error) => {
                 sink(Work::Close(error))?;

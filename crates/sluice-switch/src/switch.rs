@@ -19,7 +19,9 @@
 mod handles;
 mod text_batch;
 
-pub use text_batch::{is_rule_line, text_lines, LineError, PreparedText, TextBatchReply};
+pub use text_batch::{
+    is_rule_line, text_lines, LineError, ParseBuffers, PreparedText, TextBatchReply,
+};
 
 mod quota;
 pub use quota::{QuotaChange, QuotaInfo};

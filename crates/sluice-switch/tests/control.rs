@@ -377,6 +377,82 @@ fn back_to_back_requests_run_in_order_with_read_ahead() {
     assert_eq!(del["ok"], json!(true), "{del}");
 }
 
+/// Big rules texts sent back to back on one connection (parsed on several threads, into
+/// vectors the connection reuses from one request to the next): each request's rules go in
+/// with its own handles, its bad lines come back by line number with the token marked, and a
+/// `flow_mod_text` on the same connection (into the reused vectors too) changes every rule.
+#[test]
+fn pipelined_big_texts_reuse_their_buffers_correctly() {
+    let _serial = one_at_a_time();
+    let d = Daemon::start("pipelined");
+    let (mut r, mut w) = d.raw();
+    const PER: usize = 6000; // above the parallel-parse threshold (4096 lines)
+    const REQS: usize = 4;
+    let text_of = |req: usize, action: &str| -> String {
+        let mut t = String::new();
+        for i in 0..PER {
+            if i == 1000 + req {
+                t.push_str("prio 1 dst_port 80 colour red action drop\n");
+            } else {
+                let n = req * PER + i;
+                t.push_str(&format!(
+                    "prio {} eth_type ipv4 ip_proto tcp dst_ip 10.{}.{}.0/24 dst_port {} action {action}\n",
+                    n % 7,
+                    n >> 16,
+                    (n >> 8) & 0xff,
+                    n & 0xff
+                ));
+            }
+        }
+        t
+    };
+    let send = |w: &mut UnixStream, cmd: &str, body: &str| {
+        let mut bytes = json!({"cmd": cmd, "text_bytes": body.len()})
+            .to_string()
+            .into_bytes();
+        bytes.push(b'\n');
+        bytes.extend_from_slice(body.as_bytes());
+        w.write_all(&bytes).expect("write");
+    };
+    // All requests written before any answer is read: the reader parses ahead.
+    for req in 0..REQS {
+        send(&mut w, "flow_add_text", &text_of(req, "drop"));
+    }
+    let mut handles = std::collections::HashSet::new();
+    for req in 0..REQS {
+        let a = answer(&mut r);
+        assert_eq!(a["result"]["rules"], json!(PER), "{a}");
+        assert_eq!(a["result"]["done"], json!(PER - 1), "{a}");
+        let errs = a["result"]["errors"].as_array().expect("errors");
+        assert_eq!(errs.len(), 1, "{a}");
+        assert_eq!(errs[0]["line"], json!(1000 + req + 1), "{a}");
+        let e = errs[0]["error"].as_str().unwrap_or("");
+        assert!(e.contains("colour") && e.contains("^^^"), "{e}");
+        for run in a["result"]["handles"].as_array().expect("handles") {
+            let (first, n) = (run[0].as_u64().unwrap(), run[1].as_u64().unwrap());
+            for h in first..first + n {
+                assert!(handles.insert(h), "handle {h} given twice");
+            }
+        }
+    }
+    assert_eq!(handles.len(), REQS * (PER - 1));
+    for req in 0..REQS {
+        send(&mut w, "flow_mod_text", &text_of(req, "output:1"));
+    }
+    for _ in 0..REQS {
+        let a = answer(&mut r);
+        assert_eq!(a["result"]["done"], json!(PER - 1), "{a}");
+    }
+    w.write_all(b"{\"cmd\": \"flow_dump\"}\n").expect("write");
+    let dump = answer(&mut r);
+    let rules = dump["result"].as_array().expect("rules");
+    assert_eq!(rules.len(), REQS * (PER - 1));
+    assert!(
+        rules.iter().all(|x| x.to_string().contains("output")),
+        "a rule kept its old actions"
+    );
+}
+
 /// A rules text sent after its request line (`text_bytes`, what the CLI sends): the exact
 /// number of bytes is the text, newlines and all; the connection stays in step after a text
 /// that is not UTF-8 or that came with a `text` too (both refused and counted, nothing

@@ -199,7 +199,18 @@ impl FlowTable {
     /// Inserts rules and publishes them at once. Result `i` is rule `i`'s handle or error.
     pub fn insert_batch(
         &mut self,
-        rules: Vec<Rule>,
+        mut rules: Vec<Rule>,
+        mode: BatchMode,
+    ) -> Vec<Result<Handle, RuleError>> {
+        self.insert_batch_from(&mut rules, mode)
+    }
+
+    /// [`FlowTable::insert_batch`] that leaves `rules` empty with its capacity, for a caller
+    /// that fills the same vector again (a daemon streaming a rules file reuses its parse
+    /// buffers instead of faulting in fresh memory for each request).
+    pub fn insert_batch_from(
+        &mut self,
+        rules: &mut Vec<Rule>,
         mode: BatchMode,
     ) -> Vec<Result<Handle, RuleError>> {
         let n = rules.len();
@@ -212,13 +223,14 @@ impl FlowTable {
             cls.apply(&op);
             ops.push(op);
         }
-        let (preps, fresh, counts) = w.prepare(cls, &mut ops, &rules);
+        let (preps, fresh, counts) = w.prepare(cls, &mut ops, rules);
         if mode == BatchMode::AllOrNothing {
             // Validate first: a failing batch must leave the standby copy exactly as it was
             // (both copies keep one layout, which the replay relies on), so nothing is inserted
             // and undone.
-            if let Some((at, err)) = w.first_failure(cls, &preps, &rules) {
+            if let Some((at, err)) = w.first_failure(cls, &preps, rules) {
                 w.abandon(cls, preps, &fresh);
+                rules.clear();
                 let mut err = Some(err);
                 return (0..n)
                     .map(|i| match err.take_if(|_| i == at) {
@@ -238,13 +250,13 @@ impl FlowTable {
             .insert_threads
             .min(counts.iter().filter(|&&c| c > 0).count());
         let out = if threads > 1 && n >= PARALLEL_MIN_BATCH && w.fits(n) {
-            w.insert_parallel(cls, &mut ops, &preps, &rules, &counts, threads)
+            w.insert_parallel(cls, &mut ops, &preps, rules, &counts, threads)
         } else {
-            w.insert_in_order(cls, &mut ops, &preps, &rules)
+            w.insert_in_order(cls, &mut ops, &preps, rules)
         };
         w.drop_unused(cls, &mut ops, &fresh);
         w.scratch.preps = preps;
-        drop(rules);
+        rules.clear();
         self.finish(ops);
         out
     }

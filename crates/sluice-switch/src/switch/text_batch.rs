@@ -13,6 +13,7 @@ use crate::control::TextOp;
 use serde::{Deserialize, Serialize};
 use sluice_flow::{parse_rule, ActionList, Handle, Mask, PortNames, Rule, RuleError, RuleRef};
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 /// Batches of fewer rule lines than this are parsed on the calling thread only.
 pub const PARALLEL_PARSE_MIN: usize = 4096;
@@ -95,17 +96,25 @@ struct Parsed<T> {
 }
 
 impl<T> Parsed<T> {
-    fn with_capacity(n: usize) -> Self {
+    /// Empty, its values to go into `ok` (cleared, room made for `n`).
+    fn with_buffer(mut ok: Vec<T>, n: usize) -> Self {
+        ok.clear();
+        ok.reserve(n);
         Parsed {
-            ok: Vec::with_capacity(n),
+            ok,
             at: Vec::with_capacity(n),
             errors: Vec::new(),
         }
     }
 
-    /// Parses `lines` (rule lines `base..`) with `f`.
-    fn parse(base: usize, lines: &[&str], f: &impl Fn(&str) -> Result<T, String>) -> Self {
-        let mut out = Parsed::with_capacity(lines.len());
+    /// Parses `lines` (rule lines `base..`) with `f`, the values into `buf`.
+    fn parse(
+        base: usize,
+        lines: &[&str],
+        f: &impl Fn(&str) -> Result<T, String>,
+        buf: Vec<T>,
+    ) -> Self {
+        let mut out = Parsed::with_buffer(buf, lines.len());
         for (i, l) in lines.iter().enumerate() {
             match f(l) {
                 Ok(v) => {
@@ -118,11 +127,13 @@ impl<T> Parsed<T> {
         out
     }
 
-    /// Appends the lines of `later` (which come after these).
-    fn append(&mut self, later: Parsed<T>) {
-        self.ok.extend(later.ok);
+    /// Appends the lines of `later` (which come after these); returns its emptied value
+    /// buffer.
+    fn append(&mut self, mut later: Parsed<T>) -> Vec<T> {
+        self.ok.append(&mut later.ok);
         self.at.extend(later.at);
         self.errors.extend(later.errors);
+        later.ok
     }
 
     /// The outcome of every rule line (`n` in all): `Ok(0)` for those that parsed, the message
@@ -136,28 +147,125 @@ impl<T> Parsed<T> {
     }
 }
 
-/// Splits `text` into its rule lines: (0-based line index, line), and the number of lines.
-fn rule_lines(text: &str) -> (Vec<(usize, &str)>, usize) {
-    let mut n = 0;
+/// The rule lines of `text` as spans, and the number of lines: the lines of [`text_lines`]
+/// that [`is_rule_line`] keeps, found in one pass (`memchr`'s vector search for the newlines;
+/// a line that starts with a visible ASCII character other than `#` needs no trimming to
+/// tell).
+fn rule_spans(text: &str) -> (Vec<Span>, usize) {
+    let bytes = text.as_bytes();
+    if bytes.is_empty() {
+        return (Vec::new(), 0);
+    }
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     // Sized once: a request has up to a hundred thousand lines.
-    let mut out = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() + 1);
-    for (i, l) in text_lines(text).enumerate() {
-        n = i + 1;
-        if is_rule_line(l) {
-            out.push((i, l));
+    let mut spans = Vec::with_capacity(memchr::memchr_iter(b'\n', body).count() + 1);
+    let (mut start, mut line) = (0, 0);
+    for nl in memchr::memchr_iter(b'\n', body).chain(core::iter::once(body.len())) {
+        let end = if nl > start && body.get(nl - 1) == Some(&b'\r') {
+            nl - 1
+        } else {
+            nl
+        };
+        let plain = matches!(body.get(start), Some(&b) if b.is_ascii_graphic() && b != b'#');
+        // (`\n` and `\r` are ASCII, so both ends are character boundaries.)
+        if plain || text.get(start..end).is_some_and(is_rule_line) {
+            spans.push(Span { line, start, end });
+        }
+        line += 1;
+        start = nl + 1;
+    }
+    (spans, line)
+}
+
+/// Where [`parse_all`] gets the vectors it parses into and where it hands back those it is
+/// done with.
+trait Buffers<T>: Sync {
+    /// An empty vector.
+    fn take(&self) -> Vec<T>;
+    /// A vector no longer needed.
+    fn give(&self, v: Vec<T>);
+}
+
+/// Fresh vectors, dropped after use.
+struct Fresh;
+
+impl<T> Buffers<T> for Fresh {
+    fn take(&self) -> Vec<T> {
+        Vec::new()
+    }
+    fn give(&self, _: Vec<T>) {}
+}
+
+/// Most rule vectors a [`ParseBuffers`] keeps: the request being applied, the one being
+/// parsed (its parts on up to [`MAX_PARSE_THREADS`] threads) and one spare.
+const SPARE_RULE_VECS: usize = MAX_PARSE_THREADS + 2;
+
+/// The buffers of one control connection's rules texts, reused from one request to the next:
+/// a streamed million-rule file is about a hundred megabytes of parsed rules per ten requests,
+/// and fresh vectors cost a page fault and a zeroed page every 4 KiB (half of a load's page
+/// faults before). Kept while the connection lives; dropped with it.
+#[derive(Debug, Default)]
+pub struct ParseBuffers {
+    /// Emptied rule vectors.
+    rules: Mutex<Vec<Vec<Rule>>>,
+    /// A request text's buffer, emptied.
+    text: Mutex<Option<Vec<u8>>>,
+}
+
+impl ParseBuffers {
+    /// A buffer for the next request's text (empty; its capacity kept from an earlier one).
+    pub fn take_text(&self) -> Vec<u8> {
+        self.text
+            .lock()
+            .map(|mut t| t.take())
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Hands a request's text buffer back.
+    pub fn give_text(&self, mut t: Vec<u8>) {
+        t.clear();
+        if let Ok(mut slot) = self.text.lock() {
+            *slot = Some(t);
         }
     }
-    (out, n)
+}
+
+impl Buffers<Rule> for ParseBuffers {
+    fn take(&self) -> Vec<Rule> {
+        self.rules
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    fn give(&self, mut v: Vec<Rule>) {
+        v.clear();
+        if v.capacity() == 0 {
+            return;
+        }
+        if let Ok(mut spare) = self.rules.lock() {
+            if spare.len() < SPARE_RULE_VECS {
+                spare.push(v);
+            }
+        }
+    }
 }
 
 /// Runs `f` on every line, on up to [`MAX_PARSE_THREADS`] threads for a big batch; results in
-/// line order.
-fn parse_all<T: Send>(lines: &[&str], f: impl Fn(&str) -> Result<T, String> + Sync) -> Parsed<T> {
+/// line order, the values in vectors from `bufs`.
+fn parse_all<T: Send>(
+    lines: &[&str],
+    f: impl Fn(&str) -> Result<T, String> + Sync,
+    bufs: &impl Buffers<T>,
+) -> Parsed<T> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_PARSE_THREADS);
     if threads == 1 || lines.len() < PARALLEL_PARSE_MIN {
-        return Parsed::parse(0, lines, &f);
+        return Parsed::parse(0, lines, &f, bufs.take());
     }
     let per = lines.len().div_ceil(threads);
     std::thread::scope(|s| {
@@ -169,19 +277,24 @@ fn parse_all<T: Send>(lines: &[&str], f: impl Fn(&str) -> Result<T, String> + Sy
         let rest: Vec<_> = parts
             .map(|(i, p)| {
                 let base = i * per;
-                let h =
-                    std::thread::Builder::new().spawn_scoped(s, move || Parsed::parse(base, p, f));
+                let buf = bufs.take();
+                let h = std::thread::Builder::new()
+                    .spawn_scoped(s, move || Parsed::parse(base, p, f, buf));
                 (base, p, h)
             })
             .collect();
-        let mut out = Parsed::parse(0, first, f);
-        out.ok.reserve(lines.len().saturating_sub(first.len()));
+        // The first part's vector has room for every line: the others are appended to it
+        // without growing it.
+        let mut buf = bufs.take();
+        buf.reserve(lines.len());
+        let mut out = Parsed::parse(0, first, f, buf);
         out.at.reserve(lines.len().saturating_sub(first.len()));
         for (base, p, h) in rest {
-            match h.ok().and_then(|h| h.join().ok()) {
-                Some(v) => out.append(v),
-                None => out.append(Parsed::parse(base, p, f)),
-            }
+            let part = match h.ok().and_then(|h| h.join().ok()) {
+                Some(v) => v,
+                None => Parsed::parse(base, p, f, bufs.take()),
+            };
+            bufs.give(out.append(part));
         }
         out
     })
@@ -271,6 +384,8 @@ pub struct PreparedText {
     /// The port names the lines were parsed with; applying parses again if they changed.
     names: PortNames,
     parsed: ParsedLines,
+    /// Where its buffers come from and go back to (a control connection's), if anywhere.
+    bufs: Option<Arc<ParseBuffers>>,
 }
 
 impl PreparedText {
@@ -303,11 +418,15 @@ impl PreparedText {
     /// Parses the lines with `names`.
     fn parse(&mut self, names: PortNames) {
         let lines = self.lines();
-        let parsed = match self.op {
-            TextOp::Add | TextOp::Mod => {
-                ParsedLines::Rules(parse_all(&lines, |l| parse_add(l, &names)))
+        let add = |l: &str| parse_add(l, &names);
+        let parsed = match (self.op, &self.bufs) {
+            (TextOp::Add | TextOp::Mod, Some(b)) => {
+                ParsedLines::Rules(parse_all(&lines, add, b.as_ref()))
             }
-            TextOp::Del => ParsedLines::Dels(parse_all(&lines, |l| parse_del(l, &names))),
+            (TextOp::Add | TextOp::Mod, None) => ParsedLines::Rules(parse_all(&lines, add, &Fresh)),
+            (TextOp::Del, _) => {
+                ParsedLines::Dels(parse_all(&lines, |l| parse_del(l, &names), &Fresh))
+            }
         };
         self.parsed = parsed;
         self.names = names;
@@ -323,19 +442,18 @@ impl Switch {
     /// Parses the rules text of an `op` request without the control lock (on several threads
     /// for a big batch), for [`Switch::apply_text`]. At most [`super::MAX_BATCH`] rule lines.
     pub fn prepare_text(&self, op: TextOp, text: String) -> Result<PreparedText, SwitchError> {
-        let base = text.as_ptr() as usize;
-        let (lines, n_lines) = rule_lines(&text);
-        let spans: Vec<Span> = lines
-            .iter()
-            .map(|&(line, l)| {
-                let start = (l.as_ptr() as usize).saturating_sub(base);
-                Span {
-                    line,
-                    start,
-                    end: start + l.len(),
-                }
-            })
-            .collect();
+        self.prepare_text_with(op, text, None)
+    }
+
+    /// [`Switch::prepare_text`] with vectors from `bufs`, to which [`Switch::apply_text`]
+    /// hands them (and the text's buffer) back.
+    pub fn prepare_text_with(
+        &self,
+        op: TextOp,
+        text: String,
+        bufs: Option<Arc<ParseBuffers>>,
+    ) -> Result<PreparedText, SwitchError> {
+        let (spans, n_lines) = rule_spans(&text);
         check_batch(spans.len())?;
         let mut p = PreparedText {
             op,
@@ -343,7 +461,8 @@ impl Switch {
             spans,
             n_lines,
             names: PortNames::new(),
-            parsed: ParsedLines::Rules(Parsed::with_capacity(0)),
+            parsed: ParsedLines::Rules(Parsed::with_buffer(Vec::new(), 0)),
+            bufs,
         };
         p.parse(self.port_names());
         Ok(p)
@@ -363,13 +482,24 @@ impl Switch {
             // the lock.
             p.parse(ctl.names.clone());
         }
-        match core::mem::replace(&mut p.parsed, ParsedLines::Rules(Parsed::with_capacity(0))) {
+        let parsed = core::mem::replace(
+            &mut p.parsed,
+            ParsedLines::Rules(Parsed::with_buffer(Vec::new(), 0)),
+        );
+        let mut spent = Vec::new();
+        let reply = match parsed {
             ParsedLines::Rules(parsed) if p.op == TextOp::Add => {
-                apply_add(&mut ctl, &p, parsed, atomic)
+                apply_add(&mut ctl, &p, parsed, atomic, &mut spent)
             }
-            ParsedLines::Rules(parsed) => apply_mod(&mut ctl, &p, parsed, atomic),
+            ParsedLines::Rules(parsed) => apply_mod(&mut ctl, &p, parsed, atomic, &mut spent),
             ParsedLines::Dels(parsed) => apply_del(&mut ctl, &p, parsed, atomic),
+        };
+        drop(ctl);
+        if let Some(b) = p.bufs.take() {
+            b.give(spent);
+            b.give_text(std::mem::take(&mut p.text).into_bytes());
         }
+        reply
     }
 
     /// Parses (outside the control lock, on several threads for a big batch) and inserts the
@@ -396,12 +526,13 @@ impl Switch {
     }
 }
 
-/// Inserts the parsed rules of `p` under the lock.
+/// Inserts the parsed rules of `p` under the lock; their vector, emptied, ends in `spent`.
 fn apply_add(
     ctl: &mut Control,
     p: &PreparedText,
     mut parsed: Parsed<Rule>,
     atomic: bool,
+    spent: &mut Vec<Rule>,
 ) -> Result<TextBatchReply, SwitchError> {
     let mut outcome = parsed.outcome(p.spans.len());
     let (masks, mut mask_of) = mask_index(&parsed.ok);
@@ -432,7 +563,8 @@ fn apply_add(
         return Ok(reply(p, outcome));
     }
     let priorities: Vec<u32> = rules.iter().map(|r| r.priority).collect();
-    let out = ctl.table.insert_batch(rules, batch_mode(atomic));
+    let out = ctl.table.insert_batch_from(&mut rules, batch_mode(atomic));
+    *spent = rules;
     ctl.reserve_inserts(out.len());
     let mut per_mask = vec![0usize; masks.len()];
     let mut added = Vec::with_capacity(out.len());
@@ -531,12 +663,14 @@ fn apply_del(
     Ok(reply(p, outcome))
 }
 
-/// Replaces the actions of the rules of `p` under the lock.
+/// Replaces the actions of the rules of `p` under the lock; their vector, emptied, ends in
+/// `spent`.
 fn apply_mod(
     ctl: &mut Control,
     p: &PreparedText,
     mut parsed: Parsed<Rule>,
     atomic: bool,
+    spent: &mut Vec<Rule>,
 ) -> Result<TextBatchReply, SwitchError> {
     let mut outcome = parsed.outcome(p.spans.len());
     let mut changes: Vec<(RuleRef, ActionList)> = Vec::with_capacity(parsed.ok.len());
@@ -545,7 +679,7 @@ fn apply_mod(
         parsed.ok.iter().map(|r| (&r.matcher, r.priority)).collect();
     let handles = ctl.table.find_batch(&targets);
     drop(targets);
-    for ((r, k), h) in parsed.ok.into_iter().zip(parsed.at).zip(handles) {
+    for ((r, k), h) in parsed.ok.drain(..).zip(parsed.at).zip(handles) {
         let o = match h {
             Some(h) => {
                 changes.push((RuleRef::Handle(h), r.actions));
@@ -556,6 +690,7 @@ fn apply_mod(
         };
         settle(&mut outcome, k, o);
     }
+    *spent = parsed.ok;
     if atomic && refuse_all(&mut outcome) {
         return Ok(reply(p, outcome));
     }
@@ -644,12 +779,63 @@ mod tests {
         let t = "a\r\n\n# c\n  \nb";
         let l: Vec<&str> = text_lines(t).collect();
         assert_eq!(l, vec!["a", "", "# c", "  ", "b"]);
-        let (r, n) = rule_lines(t);
+        let (r, n) = rule_spans(t);
         assert_eq!(n, 5);
+        let r: Vec<(usize, &str)> = r.iter().map(|s| (s.line, &t[s.start..s.end])).collect();
         assert_eq!(r, vec![(0, "a"), (4, "b")]);
         assert_eq!(text_lines("x\n").count(), 1);
         assert_eq!(text_lines("").count(), 0);
         assert_eq!(text_lines("\n").count(), 1);
+    }
+
+    proptest::proptest! {
+        /// The one-pass split gives what `text_lines` and `is_rule_line` give, on texts of
+        /// rule-like lines, blank lines, comments, `\r\n` endings, leading spaces and non-ASCII
+        /// whitespace.
+        #[test]
+        fn rule_spans_are_the_rule_lines(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "prio 1 action drop", "\n", "\r\n", "", "  ", "# c", " #x", "\t a",
+                    "\u{a0}b", "\u{2003}", "\r", "x\r", "é", "#", "\n\n",
+                ]),
+                0..40,
+            )
+        ) {
+            let t: String = parts.concat();
+            let want: Vec<(usize, &str)> =
+                text_lines(&t).enumerate().filter(|(_, l)| is_rule_line(l)).collect();
+            let (spans, n) = rule_spans(&t);
+            let got: Vec<(usize, &str)> =
+                spans.iter().map(|s| (s.line, &t[s.start..s.end])).collect();
+            proptest::prop_assert_eq!(got, want);
+            proptest::prop_assert_eq!(n, text_lines(&t).count());
+        }
+    }
+
+    /// Handed-back vectors come back empty with their capacity; at most [`SPARE_RULE_VECS`]
+    /// are kept, and one text buffer.
+    #[test]
+    fn parse_buffers_are_reused_and_bounded() {
+        let b = ParseBuffers::default();
+        assert_eq!(Buffers::<Rule>::take(&b).capacity(), 0);
+        let mut v: Vec<Rule> = Vec::with_capacity(100);
+        v.push(Rule {
+            matcher: sluice_flow::Match::ANY,
+            priority: 1,
+            actions: ActionList::output(1),
+        });
+        b.give(v);
+        let v = Buffers::<Rule>::take(&b);
+        assert!(v.is_empty() && v.capacity() >= 100);
+        for _ in 0..SPARE_RULE_VECS + 3 {
+            b.give(Vec::with_capacity(10));
+        }
+        assert_eq!(b.rules.lock().map(|r| r.len()).ok(), Some(SPARE_RULE_VECS));
+        b.give_text(b"abc".to_vec());
+        let t = b.take_text();
+        assert!(t.is_empty() && t.capacity() >= 3);
+        assert_eq!(b.take_text().capacity(), 0);
     }
 
     #[test]
@@ -681,7 +867,11 @@ mod tests {
             })
             .collect();
         let input: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let mut out = parse_all(&input, |l| l.parse::<usize>().map_err(|e| e.to_string()));
+        let mut out = parse_all(
+            &input,
+            |l| l.parse::<usize>().map_err(|e| e.to_string()),
+            &Fresh,
+        );
         assert_eq!(out.ok.len() + out.errors.len(), 10_000);
         for (v, k) in out.ok.iter().zip(&out.at) {
             assert_eq!(v, k);

@@ -571,7 +571,10 @@ fn read_requests(
             line = bufs.take_text();
         }
         let work = match next_request(&mut reader, &mut line, stop)? {
-            Incoming::End => return Ok(()),
+            Incoming::End => {
+                bufs.release();
+                return Ok(());
+            }
             Incoming::Request(req) => read_work(switch, req, Some(bufs)),
             Incoming::Refused(error) => Work::Refused(error),
             Incoming::Close(error) => {

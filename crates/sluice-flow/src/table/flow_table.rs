@@ -199,18 +199,19 @@ impl FlowTable {
     /// Inserts rules and publishes them at once. Result `i` is rule `i`'s handle or error.
     pub fn insert_batch(
         &mut self,
-        mut rules: Vec<Rule>,
+        rules: Vec<Rule>,
         mode: BatchMode,
     ) -> Vec<Result<Handle, RuleError>> {
-        self.insert_batch_from(&mut rules, mode)
+        self.insert_batch_ref(&rules, mode)
     }
 
-    /// [`FlowTable::insert_batch`] that leaves `rules` empty with its capacity, for a caller
-    /// that fills the same vector again (a daemon streaming a rules file reuses its parse
-    /// buffers instead of faulting in fresh memory for each request).
-    pub fn insert_batch_from(
+    /// [`FlowTable::insert_batch`] of borrowed rules (the table keeps copies of what it
+    /// needs), for a caller that reuses its vector of rules or drops them elsewhere: a daemon
+    /// streaming a rules file refills its parse buffers, and drops the parsed rules on its
+    /// parsing thread, where their shared action lists' counts already are.
+    pub fn insert_batch_ref(
         &mut self,
-        rules: &mut Vec<Rule>,
+        rules: &[Rule],
         mode: BatchMode,
     ) -> Vec<Result<Handle, RuleError>> {
         let n = rules.len();
@@ -230,7 +231,6 @@ impl FlowTable {
             // and undone.
             if let Some((at, err)) = w.first_failure(cls, &preps, rules) {
                 w.abandon(cls, preps, &fresh);
-                rules.clear();
                 let mut err = Some(err);
                 return (0..n)
                     .map(|i| match err.take_if(|_| i == at) {
@@ -256,7 +256,6 @@ impl FlowTable {
         };
         w.drop_unused(cls, &mut ops, &fresh);
         w.scratch.preps = preps;
-        rules.clear();
         self.finish(ops);
         out
     }

@@ -177,8 +177,8 @@ fn rule_spans(text: &str) -> (Vec<Span>, usize) {
     (spans, line)
 }
 
-/// Where [`parse_all`] gets the vectors it parses into and where it hands back those it is
-/// done with.
+/// Where [`parse_all`] gets the (empty) vectors it parses into and where it hands back those it
+/// is done with.
 trait Buffers<T>: Sync {
     /// An empty vector.
     fn take(&self) -> Vec<T>;
@@ -206,7 +206,7 @@ const SPARE_RULE_VECS: usize = MAX_PARSE_THREADS + 2;
 /// faults before). Kept while the connection lives; dropped with it.
 #[derive(Debug, Default)]
 pub struct ParseBuffers {
-    /// Emptied rule vectors.
+    /// Rule vectors handed back (emptied when taken again).
     rules: Mutex<Vec<Vec<Rule>>>,
     /// A request text's buffer, emptied.
     text: Mutex<Option<Vec<u8>>>,
@@ -223,6 +223,14 @@ impl ParseBuffers {
             .unwrap_or_default()
     }
 
+    /// Drops the vectors kept (on the calling thread: call it from the parsing one), once the
+    /// connection's stream has ended and no more requests will be parsed.
+    pub fn release(&self) {
+        let spare = self.rules.lock().map(|mut r| std::mem::take(&mut *r));
+        drop(spare);
+        drop(self.take_text());
+    }
+
     /// Hands a request's text buffer back.
     pub fn give_text(&self, mut t: Vec<u8>) {
         t.clear();
@@ -233,16 +241,22 @@ impl ParseBuffers {
 }
 
 impl Buffers<Rule> for ParseBuffers {
+    /// (Emptied here, on the parsing thread: a batch's rules share a few action lists whose
+    /// reference counts that thread has in its cache; dropped on the control thread, each
+    /// drop pulled a count's cache line across.)
     fn take(&self) -> Vec<Rule> {
-        self.rules
+        let mut v = self
+            .rules
             .lock()
             .ok()
             .and_then(|mut v| v.pop())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        v.clear();
+        v
     }
 
-    fn give(&self, mut v: Vec<Rule>) {
-        v.clear();
+    /// (Kept as it is, rules and all: see [`ParseBuffers::take`].)
+    fn give(&self, v: Vec<Rule>) {
         if v.capacity() == 0 {
             return;
         }
@@ -563,7 +577,7 @@ fn apply_add(
         return Ok(reply(p, outcome));
     }
     let priorities: Vec<u32> = rules.iter().map(|r| r.priority).collect();
-    let out = ctl.table.insert_batch_from(&mut rules, batch_mode(atomic));
+    let out = ctl.table.insert_batch_ref(&rules, batch_mode(atomic));
     *spent = rules;
     ctl.reserve_inserts(out.len());
     let mut per_mask = vec![0usize; masks.len()];

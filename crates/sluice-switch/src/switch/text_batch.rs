@@ -353,9 +353,13 @@ fn parse_del(line: &str, names: &PortNames) -> Result<DelSpec, String> {
     }
 }
 
-/// The distinct masks of `rules` in order of first use, and each rule's index in that list
-/// (one hash per rule; the control side counts rules per mask by index).
-fn mask_index(rules: &[Rule]) -> (Vec<Mask>, Vec<u32>) {
+/// The distinct masks of a batch's rules in order of first use, and each rule's index in that
+/// list.
+type MaskIndex = (Vec<Mask>, Vec<u32>);
+
+/// The [`MaskIndex`] of `rules` (one hash per rule, on the parsing thread; the control side
+/// counts rules per mask by index).
+fn mask_index(rules: &[Rule]) -> MaskIndex {
     let mut order: Vec<Mask> = Vec::new();
     let mut seen: hashbrown::HashMap<Mask, u32> = hashbrown::HashMap::new();
     let ix = rules
@@ -398,6 +402,9 @@ pub struct PreparedText {
     /// The port names the lines were parsed with; applying parses again if they changed.
     names: PortNames,
     parsed: ParsedLines,
+    /// For an insertion, the distinct masks of the parsed rules and each rule's index in them
+    /// (found while parsing, outside the lock).
+    masks: MaskIndex,
     /// Where its buffers come from and go back to (a control connection's), if anywhere.
     bufs: Option<Arc<ParseBuffers>>,
 }
@@ -442,6 +449,10 @@ impl PreparedText {
                 ParsedLines::Dels(parse_all(&lines, |l| parse_del(l, &names), &Fresh))
             }
         };
+        self.masks = match (&parsed, self.op) {
+            (ParsedLines::Rules(r), TextOp::Add) => mask_index(&r.ok),
+            _ => MaskIndex::default(),
+        };
         self.parsed = parsed;
         self.names = names;
     }
@@ -476,6 +487,7 @@ impl Switch {
             n_lines,
             names: PortNames::new(),
             parsed: ParsedLines::Rules(Parsed::with_buffer(Vec::new(), 0)),
+            masks: MaskIndex::default(),
             bufs,
         };
         p.parse(self.port_names());
@@ -503,7 +515,8 @@ impl Switch {
         let mut spent = Vec::new();
         let reply = match parsed {
             ParsedLines::Rules(parsed) if p.op == TextOp::Add => {
-                apply_add(&mut ctl, &p, parsed, atomic, &mut spent)
+                let masks = std::mem::take(&mut p.masks);
+                apply_add(&mut ctl, &p, (parsed, masks), atomic, &mut spent)
             }
             ParsedLines::Rules(parsed) => apply_mod(&mut ctl, &p, parsed, atomic, &mut spent),
             ParsedLines::Dels(parsed) => apply_del(&mut ctl, &p, parsed, atomic),
@@ -544,12 +557,11 @@ impl Switch {
 fn apply_add(
     ctl: &mut Control,
     p: &PreparedText,
-    mut parsed: Parsed<Rule>,
+    (mut parsed, (masks, mut mask_of)): (Parsed<Rule>, MaskIndex),
     atomic: bool,
     spent: &mut Vec<Rule>,
 ) -> Result<TextBatchReply, SwitchError> {
     let mut outcome = parsed.outcome(p.spans.len());
-    let (masks, mut mask_of) = mask_index(&parsed.ok);
     let refused = refused_masks(ctl, &masks);
     let (mut rules, mut at) = (parsed.ok, parsed.at);
     if !refused.is_empty() {

@@ -5,13 +5,18 @@
 //!   checksums included: the fields GSO changes per segment are exactly those GRO restores);
 //! - GRO then GSO gives back the original segments;
 //! - under random floods of frames the engine's memory stays bounded;
-//! - burst (zero-copy) mode gives exactly the packets of the copying mode.
+//! - burst (zero-copy) mode gives exactly the packets of the copying mode;
+//! - an engine of L3 packets (no Ethernet header) makes the Ethernet engine's decisions.
 
 use proptest::prelude::*;
 use sluice_offload::gro::{GroBurst, GroConfig, GroEngine};
 use sluice_offload::gso::{self, GsoOutput, GsoParams};
 use sluice_packet::{CsumStatus, GsoType, OffloadMeta, Slot};
 use sluice_testkit::segments::*;
+use sluice_wire::ParseConfig;
+
+/// Bytes of the Ethernet header the segments are built with (no tags).
+const ETH: usize = 14;
 
 fn seg_strategy() -> impl Strategy<Value = (Seg, usize)> {
     (
@@ -232,6 +237,109 @@ proptest! {
             })
             .collect();
         burst_equals_copying(&frames, &metas, GroConfig::default())?;
+    }
+}
+
+proptest! {
+    /// The same interleaved, partly broken segments, as Ethernet frames to an Ethernet engine
+    /// and as L3 packets (the frames without their Ethernet header) to an L3 engine, in both
+    /// modes: the same packets, byte for byte behind the Ethernet header, with the same
+    /// segment counts, GSO metadata and checksum states, and the same counters. The Ethernet
+    /// engine's decisions are checked against the kernel elsewhere; the L3 one skips the lanes
+    /// that read Ethernet shapes at fixed offsets but has the header-compare lane, which must
+    /// decide as the general path.
+    #[test]
+    fn l3_engine_decides_as_the_ethernet_engine(
+        flows in proptest::collection::vec(seg_strategy(), 1..4),
+        order in proptest::collection::vec(any::<u8>(), 0..64),
+        flips in proptest::collection::vec((any::<u16>(), any::<u8>()), 0..4),
+        good in any::<bool>(),
+        long in any::<bool>(),
+    ) {
+        let mut streams: Vec<Vec<Vec<u8>>> = flows
+            .iter()
+            .enumerate()
+            .map(|(i, (sp, mss))| {
+                let mut sp = sp.clone();
+                sp.vlans.clear(); // (no tags on an L3 packet)
+                sp.sport = 1000 + i as u16;
+                if long {
+                    // Full-size segments only, no PSH: merging runs into the 64 KiB limit.
+                    sp.flags &= !PSH;
+                    sp.payload = payload_at(sp.seq, 60_000 / mss * mss);
+                }
+                // Two super-packets of the flow, the second continuing the first (sequence and
+                // IPv4 IDs), so that merging reaches the 64 KiB limit.
+                let mut v: Vec<Vec<u8>> = vec![];
+                for _ in 0..2 {
+                    let frame = sp.build();
+                    let layout = sluice_wire::parse(&frame).unwrap();
+                    let mut out = GsoOutput::new();
+                    let params = GsoParams::new(gso_type(&sp), *mss as u16);
+                    gso::segment(&frame, &layout, &params, &mut out).unwrap();
+                    v.extend(out.frames().map(<[u8]>::to_vec));
+                    let n = sp.payload.len();
+                    sp.id = sp.id.wrapping_add(n.div_ceil(*mss) as u16);
+                    sp.seq = sp.seq.wrapping_add(n as u32);
+                    sp.payload = payload_at(sp.seq, n);
+                }
+                v.reverse();
+                v
+            })
+            .collect();
+        let mut frames: Vec<Vec<u8>> = vec![];
+        let mut k = 0;
+        while frames.len() < 200 && streams.iter().any(|s| !s.is_empty()) {
+            let live: Vec<usize> = (0..streams.len()).filter(|&i| !streams[i].is_empty()).collect();
+            let pick = live[order.get(k).copied().unwrap_or(0) as usize % live.len()];
+            k += 1;
+            if let Some(f) = streams[pick].pop() {
+                frames.push(f);
+            }
+        }
+        // Broken bytes behind the Ethernet header only (the L3 engine never sees it).
+        for (at, x) in flips {
+            let n = frames.len();
+            let f = &mut frames[usize::from(at) % n];
+            let i = ETH + usize::from(at) % (f.len() - ETH);
+            f[i] ^= x | 1;
+        }
+        let packets: Vec<Vec<u8>> = frames.iter().map(|f| f[ETH..].to_vec()).collect();
+        let meta_of = |f: &[u8], cfg: &ParseConfig| match sluice_wire::parse_with(f, cfg) {
+            Ok(l) if good => {
+                let mut m = OffloadMeta::from_layout(&l);
+                m.rx_checksum_unnecessary(true);
+                m
+            }
+            _ => OffloadMeta::default(),
+        };
+        let eth_metas: Vec<OffloadMeta> =
+            frames.iter().map(|f| meta_of(f, &ParseConfig::DEFAULT)).collect();
+        let l3_metas: Vec<OffloadMeta> = packets.iter().map(|p| meta_of(p, &ParseConfig::L3)).collect();
+        let l3_cfg = GroConfig { parse: ParseConfig::L3, ..GroConfig::default() };
+        let run = |cfg: GroConfig, input: &[Vec<u8>], metas: &[OffloadMeta], skip: usize| {
+            let mut e = GroEngine::new(cfg);
+            e.receive_batch(input.iter().map(Vec::as_slice).zip(metas.iter().copied()), 0);
+            let mut out = vec![];
+            while let Some(p) = e.pop_output() {
+                let states: Vec<CsumStatus> = Slot::ALL.iter().map(|&s| p.meta.status(s)).collect();
+                out.push((
+                    p.frame[skip..].to_vec(),
+                    p.segments,
+                    p.meta.gso_type(),
+                    p.meta.segment_size(),
+                    states,
+                ));
+            }
+            let s = e.stats();
+            (out, (s.frames_in, s.packets_out, s.merged_segments, s.merged_packets, s.bad_checksum))
+        };
+        let (want, want_stats) = run(GroConfig::default(), &frames, &eth_metas, ETH);
+        let (got, got_stats) = run(l3_cfg, &packets, &l3_metas, 0);
+        prop_assert_eq!(got.len(), want.len());
+        prop_assert!(got == want, "the L3 engine decided otherwise");
+        prop_assert_eq!(got_stats, want_stats);
+        burst_equals_copying(&packets, &l3_metas, l3_cfg)?;
     }
 }
 

@@ -7,8 +7,9 @@ use super::flow::{
     be32_in, level_of, plain_hash, plain_offsets, plain_tcp, plain_tcp_into, Info, ETH_HLEN,
 };
 use super::rules::{
-    decide, device_verified, eligible, finishes_packet, fits_64k, fits_segment_size, in_sequence,
-    ip_fills_frame, ip_header_ok, join_finish, joining_csum, may_start, merged_flags, Decision,
+    decide, device_verified, eligible, finishes_packet, fits_64k, fits_64k_at, fits_segment_size,
+    in_sequence, ip_fills_frame, ip_header_ok, join_finish, joining_csum, may_start, merged_flags,
+    Decision,
 };
 use super::table::Held;
 use super::view::{masked_equal, port_cache_index, same_headers, PORT_CACHE};
@@ -138,9 +139,9 @@ impl GroEngine {
             if let Some(info) = plain_tcp(frame, known) {
                 return self.receive_plain(frame, meta, &info, now, known.is_some());
             }
-            if self.try_fast(frame, &meta) {
-                return;
-            }
+        }
+        if self.try_fast(frame, &meta) {
+            return;
         }
         let Ok(layout) = sluice_wire::parse_with(frame, &self.cfg.parse) else {
             return self.pass(frame, meta, None);
@@ -443,7 +444,7 @@ impl GroEngine {
     /// (including every refusal) is left to the slow path, which counts it. Returns whether the
     /// frame was consumed.
     pub(super) fn try_fast(&mut self, frame: &[u8], meta: &OffloadMeta) -> bool {
-        if !self.fast_lanes {
+        if !self.compare_lane {
             return false;
         }
         let mut hit = None;
@@ -523,7 +524,7 @@ impl GroEngine {
         let flags = *frame.get(l4 + 13)?;
         if !in_sequence(read_u32(frame, l4 + 4)?, h.next_seq)
             || !fits_segment_size(len, h.mss)
-            || !fits_64k(h.len, len)
+            || !fits_64k_at(h.len, info.l3[0], len)
         {
             return None;
         }

@@ -120,7 +120,8 @@
 //!   second segment on, the comparison also covers the next in-sequence, full-size segment's
 //!   IP length (the prediction; its TCP sequence number and IPv4 ID are two scalar compares), so
 //!   such a segment joins after a few more checks. A frame that fails anything takes the
-//!   general path, which decides.
+//!   general path, which decides. (L3 packets have this lane, not the plain ones: it reads the
+//!   offsets the general path found for the held packet.)
 //! - Checksums of merged packets come from header sums (payloads are never summed again); the
 //!   fast lane defers even the per-segment fold. Work a packet may never need (the comparison
 //!   view, the first segment's sums) is done when its second segment comes.
@@ -366,8 +367,12 @@ pub struct GroEngine {
     cfg: GroConfig,
     /// Whether the fast lanes run: TCP merging on, and Ethernet frames (they read the plain
     /// shapes at fixed offsets behind a 14-byte Ethernet header). L3 packets
-    /// ([`LinkType::Ip`]) take the general path only.
+    /// ([`LinkType::Ip`]) take the general path, and the header-compare lane after it.
     fast_lanes: bool,
+    /// Whether the header-compare lane ([`GroEngine::try_fast`]) runs: TCP merging on,
+    /// whatever the link type (it reads the offsets the general path found for the held
+    /// packet, so L3 packets have it too).
+    compare_lane: bool,
     /// Held packets' records, reused in place (never moved): at most `max_flows`.
     slab: Vec<Held>,
     /// Slab indices of the held packets in arrival order of their first segments. A held
@@ -406,6 +411,7 @@ impl GroEngine {
         ];
         GroEngine {
             fast_lanes: cfg.tcp && cfg.parse.link == LinkType::Ethernet,
+            compare_lane: cfg.tcp,
             plain_meta,
             slab: Vec::with_capacity(cfg.max_flows),
             order: Vec::with_capacity(cfg.max_flows),

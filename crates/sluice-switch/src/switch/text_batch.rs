@@ -327,11 +327,12 @@ fn parse_add(line: &str, names: &PortNames) -> Result<Rule, String> {
     Ok(r)
 }
 
-/// A delete spec, parsed outside the lock.
-#[allow(clippy::large_enum_variant)] // transient, one per line; boxing would cost an allocation each
+/// A delete spec, parsed outside the lock. A rule is boxed: most deletes name a handle, and a
+/// request's vector of 16-byte specs is 1.6 MB where 232-byte ones were 23 MB of fresh memory
+/// (a page fault and a zeroed page every 4 KiB) per hundred thousand lines.
 enum DelSpec {
     Handle(u64),
-    Rule(Rule),
+    Rule(Box<Rule>),
 }
 
 fn parse_del(line: &str, names: &PortNames) -> Result<DelSpec, String> {
@@ -343,12 +344,12 @@ fn parse_del(line: &str, names: &PortNames) -> Result<DelSpec, String> {
     // A rule's text; give it an action if it has none so the parser accepts it.
     if s.contains("action") {
         parse_rule(s, names)
-            .map(DelSpec::Rule)
+            .map(|r| DelSpec::Rule(Box::new(r)))
             .map_err(|e| e.render(s))
     } else {
         let text = format!("{s} action drop");
         parse_rule(&text, names)
-            .map(DelSpec::Rule)
+            .map(|r| DelSpec::Rule(Box::new(r)))
             .map_err(|e| e.render(&text))
     }
 }

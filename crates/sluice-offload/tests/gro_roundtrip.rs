@@ -209,22 +209,8 @@ proptest! {
                 }
             })
             .collect();
-        let mut frames: Vec<Vec<u8>> = vec![];
-        let mut k = 0;
-        while frames.len() < 64 && streams.iter().any(|s| !s.is_empty()) {
-            let live: Vec<usize> = (0..streams.len()).filter(|&i| !streams[i].is_empty()).collect();
-            let pick = live[order.get(k).copied().unwrap_or(0) as usize % live.len()];
-            k += 1;
-            if let Some(f) = streams[pick].pop() {
-                frames.push(f);
-            }
-        }
-        for (at, x) in flips {
-            let n = frames.len();
-            let f = &mut frames[usize::from(at) % n];
-            let i = usize::from(at) % f.len();
-            f[i] ^= x | 1;
-        }
+        let mut frames = interleave(&mut streams, &order, 64);
+        break_bytes(&mut frames, &flips, 0);
         let metas: Vec<OffloadMeta> = frames
             .iter()
             .map(|f| match sluice_wire::parse(f) {
@@ -287,23 +273,9 @@ proptest! {
                 v
             })
             .collect();
-        let mut frames: Vec<Vec<u8>> = vec![];
-        let mut k = 0;
-        while frames.len() < 200 && streams.iter().any(|s| !s.is_empty()) {
-            let live: Vec<usize> = (0..streams.len()).filter(|&i| !streams[i].is_empty()).collect();
-            let pick = live[order.get(k).copied().unwrap_or(0) as usize % live.len()];
-            k += 1;
-            if let Some(f) = streams[pick].pop() {
-                frames.push(f);
-            }
-        }
+        let mut frames = interleave(&mut streams, &order, 200);
         // Broken bytes behind the Ethernet header only (the L3 engine never sees it).
-        for (at, x) in flips {
-            let n = frames.len();
-            let f = &mut frames[usize::from(at) % n];
-            let i = ETH + usize::from(at) % (f.len() - ETH);
-            f[i] ^= x | 1;
-        }
+        break_bytes(&mut frames, &flips, ETH);
         let packets: Vec<Vec<u8>> = frames.iter().map(|f| f[ETH..].to_vec()).collect();
         let meta_of = |f: &[u8], cfg: &ParseConfig| match sluice_wire::parse_with(f, cfg) {
             Ok(l) if good => {
@@ -340,6 +312,34 @@ proptest! {
         prop_assert!(got == want, "the L3 engine decided otherwise");
         prop_assert_eq!(got_stats, want_stats);
         burst_equals_copying(&packets, &l3_metas, l3_cfg)?;
+    }
+}
+
+/// Up to `max` frames taken from the ends of `streams` (each reversed: its next frame last),
+/// the stream of each pick chosen by `order` among those not empty.
+fn interleave(streams: &mut [Vec<Vec<u8>>], order: &[u8], max: usize) -> Vec<Vec<u8>> {
+    let mut frames = vec![];
+    let mut k = 0;
+    while frames.len() < max && streams.iter().any(|s| !s.is_empty()) {
+        let live: Vec<usize> = (0..streams.len())
+            .filter(|&i| !streams[i].is_empty())
+            .collect();
+        let pick = live[order.get(k).copied().unwrap_or(0) as usize % live.len()];
+        k += 1;
+        if let Some(f) = streams[pick].pop() {
+            frames.push(f);
+        }
+    }
+    frames
+}
+
+/// Flips bits of `frames` (at least one bit per flip), at byte `from` or later.
+fn break_bytes(frames: &mut [Vec<u8>], flips: &[(u16, u8)], from: usize) {
+    for &(at, x) in flips {
+        let n = frames.len();
+        let f = &mut frames[usize::from(at) % n];
+        let i = from + usize::from(at) % (f.len() - from);
+        f[i] ^= x | 1;
     }
 }
 

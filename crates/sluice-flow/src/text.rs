@@ -691,8 +691,10 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
 /// thread that drops the rule, every few lines.
 const RECENT_ACTIONS: usize = 64;
 
-/// Slots a list is looked for in, from its hash's slot on (linear probing): as many as 16
-/// distinct lists never push one another out (a list's window cannot be full of the others).
+/// Slots a list is looked for in, from its hash's slot on (linear probing). While the cache
+/// has free slots, as many as 16 distinct lists never push one another out (a list's window
+/// cannot be full of the others); nothing is removed, so once a long-lived thread has met 64
+/// lists, a new one takes its hash's slot after 16 probes, as a direct-mapped cache would.
 const RECENT_PROBE: usize = 16;
 
 thread_local! {

@@ -571,7 +571,15 @@ fn read_requests(
             // The last request's text went with it: read into a buffer handed back.
             line = bufs.take_text();
         }
-        let work = match next_request(&mut reader, &mut line, stop)? {
+        // An idle connection (a read timeout before any byte of a request) keeps no big
+        // buffer: a program may hold its connection open for hours between loads.
+        let idle = |line: &mut Vec<u8>| {
+            bufs.release();
+            if line.capacity() > IDLE_LINE_BYTES {
+                *line = Vec::new();
+            }
+        };
+        let work = match next_request_idle(&mut reader, &mut line, stop, idle)? {
             Incoming::End => {
                 bufs.release();
                 return Ok(());
@@ -588,6 +596,9 @@ fn read_requests(
         }
     }
 }
+
+/// Most bytes an idle connection's request-line buffer keeps.
+const IDLE_LINE_BYTES: usize = 64 << 10;
 
 /// What a connection's reader takes from its stream next ([`next_request`]).
 #[derive(Debug)]
@@ -614,6 +625,18 @@ pub fn next_request(
     line: &mut Vec<u8>,
     stop: &AtomicBool,
 ) -> io::Result<Incoming> {
+    next_request_idle(reader, line, stop, |_| {})
+}
+
+/// [`next_request`], calling `idle` with the (empty) line buffer at each read timeout that
+/// comes before any byte of the request: the connection is idle, and the caller may give
+/// memory back.
+pub fn next_request_idle(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    stop: &AtomicBool,
+    mut idle: impl FnMut(&mut Vec<u8>),
+) -> io::Result<Incoming> {
     line.clear();
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -635,6 +658,9 @@ pub fn next_request(
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
+                if line.is_empty() {
+                    idle(line);
+                }
                 continue;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -585,3 +585,58 @@ fn rules_text_after_the_request_line() {
     let mut rest = String::new();
     assert_eq!(r.read_line(&mut rest).expect("end of stream"), 0);
 }
+
+/// A reader that times out (as the server's socket does every 200 ms) before each byte it has
+/// queued at those positions.
+struct Stuttering {
+    data: Vec<u8>,
+    pos: usize,
+    timeouts_at: Vec<usize>,
+}
+
+impl std::io::Read for Stuttering {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if let Some(i) = self.timeouts_at.iter().position(|&p| p == self.pos) {
+            self.timeouts_at.remove(i);
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
+        let n = buf.len().min(1).min(self.data.len() - self.pos);
+        buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// The idle hook (which lets the server give a quiet connection's buffers back) runs at a
+/// read timeout before a request's first byte, and never at one inside a request.
+#[test]
+fn the_idle_hook_runs_only_between_requests() {
+    use sluice_switch::control::{next_request_idle, Incoming};
+    let data = b"{\"cmd\": \"flow_dump\"}\n{\"cmd\": \"flow_dump\"}\n".to_vec();
+    let second = data.len() / 2;
+    let mut r = std::io::BufReader::with_capacity(
+        1,
+        Stuttering {
+            data,
+            pos: 0,
+            // Two before the first request, one inside it, one before the second.
+            timeouts_at: vec![0, 0, 5, second],
+        },
+    );
+    let stop = AtomicBool::new(false);
+    let mut line = Vec::with_capacity(1 << 20);
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        let got = next_request_idle(&mut r, &mut line, &stop, |l: &mut Vec<u8>| {
+            idle.push(l.len());
+            *l = Vec::new();
+        })
+        .expect("reads");
+        assert!(matches!(got, Incoming::Request(_)), "{got:?}");
+    }
+    assert_eq!(
+        idle,
+        vec![0, 0, 0],
+        "idle at each timeout between requests only"
+    );
+}

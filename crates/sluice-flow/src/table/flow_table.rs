@@ -208,7 +208,8 @@ impl FlowTable {
     /// [`FlowTable::insert_batch`] of borrowed rules (the table keeps copies of what it
     /// needs), for a caller that reuses its vector of rules or drops them elsewhere: a daemon
     /// streaming a rules file refills its parse buffers, and drops the parsed rules on its
-    /// parsing thread, where their shared action lists' counts already are.
+    /// parsing thread, which took their references to their shared action lists (the table
+    /// takes none per rule).
     pub fn insert_batch_ref(
         &mut self,
         rules: &[Rule],

@@ -59,8 +59,8 @@
 //! - its sequence number is exactly the end of the held data;
 //! - its payload is 1 byte to the first segment's payload size (`mss`); a shorter segment joins
 //!   and finishes the packet; a segment with no payload never joins;
-//! - the merged frame stays within 64 KiB: the frame less its 14-byte Ethernet header is at most
-//!   65 535 bytes (Linux: `p->len + len < 65536`).
+//! - the merged frame stays within 64 KiB: the frame less its 14-byte Ethernet header (an L3
+//!   packet: the packet itself) is at most 65 535 bytes (Linux: `p->len + len < 65536`).
 //!
 //! PSH, FIN, URG, RST and SYN finish the packet (a segment carrying them joins if it may, then
 //! the packet leaves; alone it is not held). CWR never merges at all: it finishes the held packet
@@ -120,8 +120,10 @@
 //!   second segment on, the comparison also covers the next in-sequence, full-size segment's
 //!   IP length (the prediction; its TCP sequence number and IPv4 ID are two scalar compares), so
 //!   such a segment joins after a few more checks. A frame that fails anything takes the
-//!   general path, which decides. (L3 packets have this lane, not the plain ones: it reads the
-//!   offsets the general path found for the held packet.)
+//!   general path, which decides. (L3 packets have the masked comparison, tried against each
+//!   held packet whose ports match, since it reads the offsets the general path found for the
+//!   held packet; they have no hint, flow-hash lookup or prediction, which read Ethernet frames
+//!   at fixed offsets.)
 //! - Checksums of merged packets come from header sums (payloads are never summed again); the
 //!   fast lane defers even the per-segment fold. Work a packet may never need (the comparison
 //!   view, the first segment's sums) is done when its second segment comes.
@@ -169,7 +171,7 @@
 //! | CWR never merges | `carries_cwr` |
 //! | sequence number = end of held data | `in_sequence` |
 //! | payload 1 byte to the first segment's size | `fits_segment_size` |
-//! | 64 KiB limit | `fits_64k` |
+//! | 64 KiB limit | `fits_64k` (Ethernet lanes), `fits_64k_at` (general path, compare lane) |
 //! | PSH, FIN, URG, RST, SYN finish the packet | `finishes_packet`, `join_finish` |
 //! | a shorter segment joins and finishes it | `short_segment`, `join_finish` |
 //! | FIN and PSH ORed into the merged header | `merged_flags` |
@@ -229,8 +231,8 @@ pub struct GroConfig {
     pub verify_checksums: bool,
     /// Which UDP ports are VXLAN and Geneve, whether tunnels are merged at all, and what frames
     /// start with: Ethernet (default) or, with [`LinkType::Ip`] ([`ParseConfig::L3`]), an IP
-    /// header, as TUN devices give them (those take the general path; the fast lanes read
-    /// Ethernet frames).
+    /// header, as TUN devices give them (those have the general path and the header-compare
+    /// lane, not the lanes that read Ethernet frames at fixed offsets).
     pub parse: ParseConfig,
 }
 
@@ -367,7 +369,7 @@ pub struct GroEngine {
     cfg: GroConfig,
     /// Whether the fast lanes run: TCP merging on, and Ethernet frames (they read the plain
     /// shapes at fixed offsets behind a 14-byte Ethernet header). L3 packets
-    /// ([`LinkType::Ip`]) take the general path, and the header-compare lane after it.
+    /// ([`LinkType::Ip`]) have the header-compare lane, tried before the general path.
     fast_lanes: bool,
     /// Whether the header-compare lane ([`GroEngine::try_fast`]) runs: TCP merging on,
     /// whatever the link type (it reads the offsets the general path found for the held

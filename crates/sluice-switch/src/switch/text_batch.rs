@@ -1,7 +1,7 @@
 //! Rule batches as text (`flow_add_text` / `flow_del_text` / `flow_mod_text`): the rules of a
 //! request are one newline-separated string. The lines are parsed on several threads *outside*
 //! the control lock; the lock is held only to check the quotas and apply the parsed batch with
-//! one `insert_batch` (or `delete_batch`, `modify_batch`). Only the failures come back, with their line number and
+//! one `insert_batch_ref` (or `delete_batch`, `modify_batch`). Only the failures come back, with their line number and
 //! the offending token marked; the handles of the rules that succeeded come back as runs of
 //! consecutive handles (a whole file loaded in order is one run per request).
 
@@ -196,14 +196,15 @@ impl<T> Buffers<T> for Fresh {
     fn give(&self, _: Vec<T>) {}
 }
 
-/// Most rule vectors a [`ParseBuffers`] keeps: the request being applied, the one being
-/// parsed (its parts on up to [`MAX_PARSE_THREADS`] threads) and one spare.
-const SPARE_RULE_VECS: usize = MAX_PARSE_THREADS + 2;
+/// Most rule vectors a [`ParseBuffers`] keeps: the request being applied and the one being
+/// parsed (its parts on up to [`MAX_PARSE_THREADS`] threads).
+const SPARE_RULE_VECS: usize = MAX_PARSE_THREADS + 1;
 
 /// The buffers of one control connection's rules texts, reused from one request to the next:
-/// a streamed million-rule file is about a hundred megabytes of parsed rules per ten requests,
-/// and fresh vectors cost a page fault and a zeroed page every 4 KiB (half of a load's page
-/// faults before). Kept while the connection lives; dropped with it.
+/// a streamed million-rule file is about 230 MB of parsed rules (ten requests of up to
+/// [`super::MAX_BATCH`] rules), and fresh vectors cost a page fault and a zeroed page every
+/// 4 KiB (half of a load's page faults before). Kept while requests keep coming; dropped
+/// ([`ParseBuffers::release`]) when the connection goes idle or ends.
 #[derive(Debug, Default)]
 pub struct ParseBuffers {
     /// Rule vectors handed back (emptied when taken again).
@@ -554,7 +555,8 @@ impl Switch {
     }
 }
 
-/// Inserts the parsed rules of `p` under the lock; their vector, emptied, ends in `spent`.
+/// Inserts the parsed rules of `p` under the lock; their vector (still full: emptied on the
+/// parsing thread when reused) ends in `spent`.
 fn apply_add(
     ctl: &mut Control,
     p: &PreparedText,
@@ -690,8 +692,8 @@ fn apply_del(
     Ok(reply(p, outcome))
 }
 
-/// Replaces the actions of the rules of `p` under the lock; their vector, emptied, ends in
-/// `spent`.
+/// Replaces the actions of the rules of `p` under the lock; their vector, emptied (the actions
+/// moved out), ends in `spent`.
 fn apply_mod(
     ctl: &mut Control,
     p: &PreparedText,

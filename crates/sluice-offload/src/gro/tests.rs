@@ -241,3 +241,29 @@ fn plain_accepts_the_benchmark_shapes() {
         }
     }
 }
+
+/// L3 packets have the header-compare lane: once a flow's first segment is held (general
+/// path), the next in-sequence segments join through `try_fast` (false with the lane off).
+#[test]
+fn l3_segments_join_through_the_compare_lane() {
+    let l3 = sluice_wire::ParseConfig::L3;
+    let mut e = GroEngine::new(GroConfig {
+        parse: l3,
+        ..GroConfig::default()
+    });
+    let packet = |k: u32| stream_segment(k)[ETH_HLEN..].to_vec();
+    let meta = |p: &[u8]| {
+        let mut m = OffloadMeta::from_layout(&sluice_wire::parse_with(p, &l3).expect("parses"));
+        m.rx_checksum_unnecessary(false);
+        m
+    };
+    let first = packet(0);
+    e.receive(&first, meta(&first), 0);
+    assert_eq!(e.held_segments(), 1);
+    for k in 1..4 {
+        let p = packet(k);
+        assert!(e.try_fast(&p, &meta(&p)), "segment {k} took another lane");
+    }
+    e.end_batch(0);
+    assert_eq!(e.pop_output().map(|p| p.segments), Some(4));
+}

@@ -171,16 +171,21 @@ fn tokens_into<'a>(line: &'a str, out: &mut Tokens<'a>) {
             }
             start = end + 1;
         };
-        let mut at = 0;
-        for w in b.chunks(8) {
-            let mut word = [b'!'; 8];
-            word.iter_mut().zip(w).for_each(|(o, c)| *o = *c);
+        let words = b.chunks_exact(8);
+        // The last few bytes, padded with a non-space (a copy of a variable length is a call).
+        let mut tail = [b'!'; 8];
+        for (i, c) in words.remainder().iter().enumerate() {
+            if let Some(t) = tail.get_mut(i) {
+                *t = *c;
+            }
+        }
+        let whole = words.filter_map(|w| w.first_chunk::<8>().copied());
+        for (k, word) in whole.chain(core::iter::once(tail)).enumerate() {
             let mut spaces = space_bytes(u64::from_le_bytes(word));
             while spaces != 0 {
-                cut(at + (spaces.trailing_zeros() / 8) as usize, out);
+                cut(k * 8 + (spaces.trailing_zeros() / 8) as usize, out);
                 spaces &= spaces - 1;
             }
-            at += 8;
         }
         cut(b.len(), out);
         return;

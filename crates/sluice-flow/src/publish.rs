@@ -173,6 +173,26 @@ impl<T: Absorb<Op> + Clone, Op> Writer<T, Op> {
         unreachable_standby()
     }
 
+    /// Replays the last published batch on the standby copy now, if no reader holds that copy
+    /// any more (rechecked a few times, spinning, never sleeping): a writer with nothing else to
+    /// do between batches takes the replay off the next batch's path. True when nothing is left
+    /// to replay. `ctx` as for [`Writer::standby_mut`].
+    pub fn catch_up(&mut self, ctx: &T::Context) -> bool {
+        if self.pending.is_empty() {
+            return true;
+        }
+        let mut spins = 0u32;
+        while Arc::get_mut(&mut self.standby).is_none() {
+            if spins >= CATCH_UP_SPINS {
+                return false;
+            }
+            std::hint::spin_loop();
+            spins += 1;
+        }
+        let _ = self.standby_mut(ctx);
+        true
+    }
+
     /// Publishes the standby copy, to which the caller applied `ops` (through
     /// [`Writer::standby_mut`]), and keeps `ops` to replay on the other copy.
     pub fn publish(&mut self, ops: Vec<Op>) {
@@ -200,6 +220,10 @@ impl<T: Absorb<Op> + Clone, Op> Writer<T, Op> {
         self.cell.load()
     }
 }
+
+/// Times [`Writer::catch_up`] checks for readers of the standby copy before leaving the replay
+/// to the next batch.
+const CATCH_UP_SPINS: u32 = 64;
 
 #[cold]
 fn unreachable_standby() -> ! {

@@ -388,3 +388,39 @@ fn find_batch_agrees_with_find() {
         assert_eq!(t.mask_of(*h), t.rule(*h).map(|r| r.matcher.mask));
     }
 }
+
+/// `catch_up` replays the last batch on the second copy only once no reader holds that copy;
+/// after it, batches on either copy see every rule.
+#[test]
+fn catch_up_waits_for_readers_and_keeps_both_copies_whole() {
+    let mut t = FlowTable::new(TableConfig::default());
+    let reader = t.reader();
+    assert!(t.catch_up(), "nothing to replay on a new table");
+    let old = reader.snapshot();
+    let first: Vec<Rule> = (0..40).map(|i| rule(i, 1)).collect();
+    assert!(t
+        .insert_batch(first, BatchMode::AllOrNothing)
+        .iter()
+        .all(|r| r.is_ok()));
+    // `old` is a snapshot of the copy now standing by: it cannot be replayed on yet.
+    assert!(!t.catch_up(), "replayed while a reader held the copy");
+    assert_eq!(old.len(), 0);
+    drop(old);
+    assert!(t.catch_up(), "no reader left, yet not replayed");
+    assert!(t.catch_up(), "a second catch-up has nothing to do");
+    // Two more batches, one on each copy: each sees the first batch's rules.
+    for (k, port) in [(1u32, 100u16), (2, 200)] {
+        assert!(t.insert(rule(port, 2)).is_ok());
+        let snap = reader.snapshot();
+        assert_eq!(snap.len(), 40 + k as usize, "after batch {k}");
+        let mut key = FlowKey::ZERO;
+        key.set_uint(Field::EthType, 0x0800);
+        key.set_uint(Field::IpProto, 6);
+        key.set(Field::IpDst, &sluice_flow::key::v4_mapped([10, 1, 2, 3]));
+        key.set_uint(Field::L4Dst, 7);
+        assert!(
+            snap.lookup(&key).is_some(),
+            "rule of port 7 lost after batch {k}"
+        );
+    }
+}

@@ -323,6 +323,13 @@ impl FlowTable {
         out
     }
 
+    /// Brings the second copy up to date with the last batch now, if no reader holds it (see
+    /// [`crate::publish::Writer::catch_up`]): for a writer that is idle between batches, so
+    /// that the next batch starts without that replay. True when nothing is left to replay.
+    pub fn catch_up(&mut self) -> bool {
+        self.lr.catch_up(&self.w.store)
+    }
+
     fn finish(&mut self, mut ops: Vec<Op>) {
         self.w.generation += 1;
         let op = Op::Generation(self.w.generation);

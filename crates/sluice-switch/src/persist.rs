@@ -57,6 +57,11 @@ const COMPACT_ANYWAY: u64 = 1 << 30;
 /// Most rules restored per classifier batch.
 const RESTORE_CHUNK: usize = 65_536;
 
+/// Rules in one commit from which [`Control::persist_added`] commits on a second thread,
+/// overlapped with the flow table's replay (below it, starting a thread costs more than it
+/// saves).
+const OVERLAPPED_COMMIT_MIN: usize = 4096;
+
 fn store_error(e: StoreError) -> SwitchError {
     SwitchError::Store(format!("{e}; the change was not applied"))
 }
@@ -385,14 +390,27 @@ impl Control {
             return Ok(());
         }
         d.last_commit = Instant::now();
-        let out = d
-            .store
-            .commit_rules(added.iter().map(|&(handle, priority, text)| StoredRule {
-                handle,
-                priority,
-                matches: text,
-                actions: &[],
-            }));
+        let rules = added.iter().map(|&(handle, priority, text)| StoredRule {
+            handle,
+            priority,
+            matches: text,
+            actions: &[],
+        });
+        let out = if added.len() >= OVERLAPPED_COMMIT_MIN {
+            // A big batch: its commit (encoding, the write, the sync) on a second thread while
+            // this one replays the batch on the flow table's second copy, which the next batch
+            // would otherwise start with (both on the critical path of a streamed load).
+            let table = &mut self.table;
+            std::thread::scope(|s| {
+                let commit = s.spawn(|| d.store.commit_rules(rules));
+                table.catch_up();
+                commit
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+        } else {
+            d.store.commit_rules(rules)
+        };
         let Err(e) = out else {
             return Ok(());
         };

@@ -501,6 +501,48 @@ fn a_failed_commit_is_an_error_and_nothing_stays_applied() {
     d.stop();
 }
 
+/// Batches big enough that the store's commit runs on a second thread while the flow table
+/// replays the batch on its second copy: every acknowledged one is kept, in both copies (each
+/// later batch is applied to the other copy, and the dump after it is checked), and the one
+/// whose commit fails (ENOSPC) is taken out of the table again.
+#[test]
+fn big_batches_commit_beside_the_replay_and_a_failed_one_is_undone() {
+    let s = Scratch::new();
+    let fs = SmallFs::new(s.0.join("small"), "1m");
+    let db = fs.0.join("db");
+    let db_s = db.to_str().expect("utf-8");
+    let d = start_with(&s, &["--db", db_s]).expect("start");
+    let mut acked = 0usize;
+    let mut refused = None;
+    for batch in 0..40u8 {
+        let v = d.ask(&json!({"cmd": "flow_add", "rules": rules(batch, 5000)}));
+        if v["ok"] != true {
+            refused = Some(v["error"].as_str().unwrap_or_default().to_string());
+            break;
+        }
+        acked += 5000;
+        let dump = d.ok(json!({"cmd": "flow_dump"}));
+        assert_eq!(
+            dump.as_array().map(Vec::len),
+            Some(acked),
+            "after batch {batch}"
+        );
+    }
+    let refused = refused.expect("the 1 MiB store never filled up");
+    assert!(refused.contains("not applied"), "{refused}");
+    assert!(acked >= 5000, "not even one big batch went in");
+    let dump = d.ok(json!({"cmd": "flow_dump"}));
+    assert_eq!(
+        dump.as_array().map(Vec::len),
+        Some(acked),
+        "a refused rule stayed"
+    );
+    d.stop();
+    let d = start_with(&s, &["--db", db_s]).expect("restart");
+    assert_eq!(d.ok(json!({"cmd": "flow_dump"})), dump);
+    d.stop();
+}
+
 #[test]
 fn a_port_whose_device_is_gone_at_restart_starts_down_and_comes_back() {
     let s = Scratch::new();

@@ -57,9 +57,8 @@ const COMPACT_ANYWAY: u64 = 1 << 30;
 /// Most rules restored per classifier batch.
 const RESTORE_CHUNK: usize = 65_536;
 
-/// Rules in one commit from which [`Control::persist_added`] commits on a second thread,
-/// overlapped with the flow table's replay (below it, starting a thread costs more than it
-/// saves).
+/// Rules in one commit from which it runs on a second thread, beside the flow table's replay
+/// ([`commit_beside_replay`]; below it, starting a thread costs more than it saves).
 const OVERLAPPED_COMMIT_MIN: usize = 4096;
 
 fn store_error(e: StoreError) -> SwitchError {
@@ -208,14 +207,41 @@ impl DpPort for AbsentPort {
     }
 }
 
+/// Runs `commit`, a store commit of a batch of `rules` rules that was just applied to the flow
+/// table: for a big batch on a second thread, while this one replays the batch on the table's
+/// second copy ([`FlowTable::catch_up`]), which the next batch would otherwise start with (both
+/// are on the critical path of a streamed load; a panic in the commit is resumed here).
+fn commit_beside_replay<R: Send>(
+    table: &mut FlowTable,
+    rules: usize,
+    commit: impl FnOnce() -> R + Send,
+) -> R {
+    if rules < OVERLAPPED_COMMIT_MIN {
+        return commit();
+    }
+    std::thread::scope(|s| {
+        let done = s.spawn(commit);
+        table.catch_up();
+        done.join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 impl Control {
     /// Commits `changes` if the switch has a store.
     pub(super) fn commit(&mut self, changes: &[Change]) -> Result<(), SwitchError> {
+        self.commit_batch(changes, 0)
+    }
+
+    /// [`Control::commit`] of the changes of a batch of `rules` rules just applied to the flow
+    /// table (see [`commit_beside_replay`]).
+    fn commit_batch(&mut self, changes: &[Change], rules: usize) -> Result<(), SwitchError> {
         match &mut self.store {
             None => Ok(()),
             Some(d) => {
                 d.last_commit = Instant::now();
-                d.store.commit(changes).map_err(store_error)
+                commit_beside_replay(&mut self.table, rules, || d.store.commit(changes))
+                    .map_err(store_error)
             }
         }
     }
@@ -320,7 +346,7 @@ impl Control {
         if changes.is_empty() {
             return Ok(());
         }
-        let out = self.commit(&changes);
+        let out = self.commit_batch(&changes, changes.len());
         if out.is_err() {
             let back = saved
                 .into_iter()
@@ -396,21 +422,8 @@ impl Control {
             matches: text,
             actions: &[],
         });
-        let out = if added.len() >= OVERLAPPED_COMMIT_MIN {
-            // A big batch: its commit (encoding, the write, the sync) on a second thread while
-            // this one replays the batch on the flow table's second copy, which the next batch
-            // would otherwise start with (both on the critical path of a streamed load).
-            let table = &mut self.table;
-            std::thread::scope(|s| {
-                let commit = s.spawn(|| d.store.commit_rules(rules));
-                table.catch_up();
-                commit
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-        } else {
-            d.store.commit_rules(rules)
-        };
+        let out =
+            commit_beside_replay(&mut self.table, added.len(), || d.store.commit_rules(rules));
         let Err(e) = out else {
             return Ok(());
         };
@@ -462,7 +475,8 @@ impl Control {
             return Ok(());
         }
         let gone: HashSet<u64> = deleted.iter().copied().collect();
-        let out = self.commit(&[Change::RulesDel(deleted)]);
+        let n = deleted.len();
+        let out = self.commit_batch(&[Change::RulesDel(deleted)], n);
         if out.is_err() {
             let back = saved
                 .into_iter()

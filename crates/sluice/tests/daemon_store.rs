@@ -502,9 +502,9 @@ fn a_failed_commit_is_an_error_and_nothing_stays_applied() {
 }
 
 /// Batches big enough that the store's commit runs on a second thread while the flow table
-/// replays the batch on its second copy: every acknowledged one is kept, in both copies (each
-/// later batch is applied to the other copy, and the dump after it is checked), and the one
-/// whose commit fails (ENOSPC) is taken out of the table again.
+/// replays the batch on its second copy: a big delete, then adds; every acknowledged one is
+/// kept, in both copies (each later batch is applied to the other copy, and the dump after it
+/// is checked), and the one whose commit fails (ENOSPC) is taken out of the table again.
 #[test]
 fn big_batches_commit_beside_the_replay_and_a_failed_one_is_undone() {
     let s = Scratch::new();
@@ -512,6 +512,20 @@ fn big_batches_commit_beside_the_replay_and_a_failed_one_is_undone() {
     let db = fs.0.join("db");
     let db_s = db.to_str().expect("utf-8");
     let d = start_with(&s, &["--db", db_s]).expect("start");
+    // A big delete commits beside the replay too.
+    d.ok(json!({"cmd": "flow_add", "rules": rules(100, 5000)}));
+    let dump = d.ok(json!({"cmd": "flow_dump"}));
+    let handles: Vec<&str> = dump
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|l| l.as_str()?.split(':').next())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(handles.len(), 5000, "{dump}");
+    d.ok(json!({"cmd": "flow_del", "specs": handles}));
+    assert_eq!(d.ok(json!({"cmd": "flow_dump"})), json!([]));
     let mut acked = 0usize;
     let mut refused = None;
     for batch in 0..40u8 {

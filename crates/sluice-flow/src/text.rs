@@ -1212,6 +1212,12 @@ mod tests {
             prop_assert_eq!(pairs(tokens(&line)), pairs(tokens_chars(&line)));
         }
 
+        /// Printable lines of several words, many spaces (the eight-byte splitter's own input).
+        #[test]
+        fn printable_lines_split_as_by_chars(line in "[ a-z0-9:/,.~]{0,80}") {
+            prop_assert_eq!(pairs(tokens(&line)), pairs(tokens_chars(&line)));
+        }
+
         /// What the plain IPv4 reader accepts, the standard parser reads the same way; and it
         /// accepts every address in its plain form.
         #[test]

@@ -207,24 +207,36 @@ impl DpPort for AbsentPort {
     }
 }
 
-/// Runs `commit`, a store commit of a batch of `rules` rules that was just applied to the flow
-/// table: for a big batch on a second thread, while this one replays the batch on the table's
-/// second copy ([`FlowTable::catch_up`]), which the next batch would otherwise start with (both
-/// are on the critical path of a streamed load; a panic in the commit is resumed here).
+/// Runs `commit` once, a store commit of a batch of `rules` rules that was just applied to the
+/// flow table: for a big batch on a second thread, while this one replays the batch on the
+/// table's second copy ([`FlowTable::catch_up`]), which the next batch would otherwise start
+/// with (both are on the critical path of a streamed load). The replay is retried, yielding,
+/// while a reader still holds that copy and the commit runs. If no thread can be started, the
+/// commit runs here; a panic in it is resumed here.
 fn commit_beside_replay<R: Send>(
     table: &mut FlowTable,
     rules: usize,
-    commit: impl FnOnce() -> R + Send,
+    mut commit: impl FnMut() -> R + Send,
 ) -> R {
     if rules < OVERLAPPED_COMMIT_MIN {
         return commit();
     }
-    std::thread::scope(|s| {
-        let done = s.spawn(commit);
-        table.catch_up();
-        done.join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })
+    let overlapped = std::thread::scope(|s| {
+        let run = &mut commit;
+        let done = std::thread::Builder::new()
+            .name("sluice-commit".into())
+            .spawn_scoped(s, run)
+            .ok()?;
+        while !table.catch_up() && !done.is_finished() {
+            std::thread::yield_now();
+        }
+        Some(
+            done.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        )
+    });
+    // `None`: the thread was not started, so the commit has not run.
+    overlapped.unwrap_or_else(commit)
 }
 
 impl Control {
@@ -416,14 +428,17 @@ impl Control {
             return Ok(());
         }
         d.last_commit = Instant::now();
-        let rules = added.iter().map(|&(handle, priority, text)| StoredRule {
-            handle,
-            priority,
-            matches: text,
-            actions: &[],
+        let rules = || {
+            added.iter().map(|&(handle, priority, text)| StoredRule {
+                handle,
+                priority,
+                matches: text,
+                actions: &[],
+            })
+        };
+        let out = commit_beside_replay(&mut self.table, added.len(), || {
+            d.store.commit_rules(rules())
         });
-        let out =
-            commit_beside_replay(&mut self.table, added.len(), || d.store.commit_rules(rules));
         let Err(e) = out else {
             return Ok(());
         };

@@ -186,7 +186,7 @@ impl<T: Absorb<Op> + Clone, Op> Writer<T, Op> {
             if spins >= CATCH_UP_SPINS {
                 return false;
             }
-            std::hint::spin_loop();
+            imp::backoff(0);
             spins += 1;
         }
         let _ = self.standby_mut(ctx);
@@ -223,7 +223,7 @@ impl<T: Absorb<Op> + Clone, Op> Writer<T, Op> {
 
 /// Times [`Writer::catch_up`] checks for readers of the standby copy before leaving the replay
 /// to the next batch.
-const CATCH_UP_SPINS: u32 = 64;
+const CATCH_UP_SPINS: u32 = if cfg!(loom) { 2 } else { 64 };
 
 #[cold]
 fn unreachable_standby() -> ! {

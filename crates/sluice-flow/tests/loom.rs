@@ -62,3 +62,25 @@ fn readers_see_whole_batches_only() {
         assert_eq!((t.a, t.b), (7, 7));
     });
 }
+
+/// `catch_up` between batches, while a reader may still hold the copy it would replay on:
+/// readers still see whole batches only, and both copies end equal.
+#[test]
+fn catch_up_between_batches_keeps_batches_whole() {
+    loom::model(|| {
+        let mut w = Writer::new(Pair::default());
+        let r = w.reader();
+        let reader = loom::thread::spawn(move || {
+            let g = r.load();
+            assert_eq!(g.a, g.b, "half a batch visible");
+            assert!([0, 1, 3].contains(&g.a), "not a batch boundary: {}", g.a);
+        });
+        write_batch(&mut w, 1);
+        let _ = w.catch_up(&());
+        write_batch(&mut w, 2);
+        reader.join().unwrap();
+        assert!(w.catch_up(&()), "no reader left, yet not replayed");
+        let t = w.standby_mut(&());
+        assert_eq!((t.a, t.b), (3, 3));
+    });
+}

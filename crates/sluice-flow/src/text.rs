@@ -860,23 +860,19 @@ fn split_colons(s: &str) -> Vec<(usize, &str)> {
 fn parse_actions(toks: &[Tok<'_>], ports: &PortNames) -> Result<SmallVec<[Action; 4]>, ParseError> {
     let mut out = SmallVec::new();
     for t in toks {
-        if !t.s.bytes().any(|c| c == b',') {
-            if !t.s.is_empty() {
-                out.push(parse_action(*t, ports)?);
-            }
-            continue;
-        }
-        let mut off = 0;
-        for part in t.s.split(',') {
-            let tok = Tok {
-                s: part,
-                col: t.col + off,
+        // The token's comma-separated parts, each with its own column.
+        let (mut rest, mut col) = (t.s, t.col);
+        loop {
+            let (part, next) = match split_at_byte(rest, b',') {
+                Some((part, next)) => (part, Some(next)),
+                None => (rest, None),
             };
-            off += part.len() + 1;
-            if part.is_empty() {
-                continue;
+            if !part.is_empty() {
+                out.push(parse_action(Tok { s: part, col }, ports)?);
             }
-            out.push(parse_action(tok, ports)?);
+            let Some(next) = next else { break };
+            col += part.len() + 1;
+            rest = next;
         }
     }
     if out.is_empty() {

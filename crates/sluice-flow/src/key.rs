@@ -279,6 +279,10 @@ impl FlowKey {
     /// field.
     pub fn set(&mut self, field: Field, value: &[u8]) {
         let (off, len) = field.span();
+        if value.len() == len {
+            // `fit` would copy it unchanged.
+            return self.write_span(off, value);
+        }
         let bytes = fit(value, len);
         self.write_span(off, bytes.get(..len).unwrap_or(&[]));
     }

@@ -42,17 +42,46 @@ use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::action::{Action, ActionList, TunnelEncap, TunnelKind};
 use crate::key::{flags, vlan_tci, Field, VLAN_PRESENT};
 use crate::rule::{Match, Rule};
 
 /// Port names and numbers, supplied by the caller.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PortNames {
     by_name: HashMap<String, u32>,
     by_num: HashMap<u32, String>,
+    /// Names the contents: a value no other table's contents ever had (taken afresh at every
+    /// change), so a parse of action text can be reused while the stamp is the same.
+    stamp: u64,
 }
+
+/// The next [`PortNames::stamp`].
+fn next_stamp() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Default for PortNames {
+    fn default() -> Self {
+        PortNames {
+            by_name: HashMap::new(),
+            by_num: HashMap::new(),
+            stamp: next_stamp(),
+        }
+    }
+}
+
+/// Equal when they name the same ports (the stamps may differ).
+impl PartialEq for PortNames {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_name == other.by_name && self.by_num == other.by_num
+    }
+}
+
+impl Eq for PortNames {}
 
 impl PortNames {
     /// An empty table (numbers only).
@@ -64,6 +93,7 @@ impl PortNames {
     pub fn insert(&mut self, name: &str, number: u32) {
         self.by_name.insert(name.to_owned(), number);
         self.by_num.insert(number, name.to_owned());
+        self.stamp = next_stamp();
     }
 
     /// The number of a named port.
@@ -277,6 +307,12 @@ fn plain_ipv4(s: &str) -> Option<Ipv4Addr> {
 }
 
 fn parse_num(s: &str) -> Option<u64> {
+    // The usual value: a few decimal digits, read without the general parser (19 digits cannot
+    // overflow; anything else, or longer, is the standard library's to read or refuse).
+    let b = s.as_bytes();
+    if (1..=19).contains(&b.len()) && b.iter().all(u8::is_ascii_digit) {
+        return Some(b.iter().fold(0u64, |n, &c| n * 10 + u64::from(c - b'0')));
+    }
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         u64::from_str_radix(h, 16).ok()
     } else {
@@ -393,7 +429,7 @@ fn parse_ip_masked(s: &str) -> Result<(bool, [u8; 16], [u8; 16]), String> {
 }
 
 fn parse_num_masked(s: &str, max: u64) -> Result<(u64, u64), String> {
-    let (v, m) = match s.split_once('/') {
+    let (v, m) = match split_at_byte(s, b'/') {
         Some((v, m)) => (v, Some(m)),
         None => (s, None),
     };
@@ -524,7 +560,7 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
     tokens_into(line, &mut toks);
     let mut m = Match::ANY;
     let mut prio = 0u32;
-    let mut actions: Option<SmallVec<[Action; 4]>> = None;
+    let mut actions: Option<ActionList> = None;
     let mut family: Option<(bool, Tok<'_>)> = None; // (is_v4, where it was implied)
     let mut eth_type_tok: Option<Tok<'_>> = None;
     let mut needs_ip: Option<Tok<'_>> = None;
@@ -542,7 +578,11 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
             if rest.is_empty() {
                 return Err(ParseError::at(&end, "`action` needs an action list"));
             }
-            actions = Some(parse_actions(rest, ports)?);
+            let (Some(first), Some(last)) = (rest.first(), rest.last()) else {
+                break;
+            };
+            let text = line.get(first.col..last.col + last.s.len()).unwrap_or("");
+            actions = Some(cached_actions(text, rest, ports)?);
             break;
         }
         // One string match per key, then everything by its `Key` (aliases folded).
@@ -770,48 +810,66 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
     Ok(Rule {
         matcher: m,
         priority: prio,
-        actions: shared_actions(&actions),
+        actions,
     })
 }
 
-/// Slots of the per-thread cache of recent action lists. With 16 slots, each list's only slot
-/// its hash's, a file's 16 distinct action lists (`output:0` … `output:15`) had ~6 of them
-/// sharing a slot with another and pushing each other out: an allocation, and a free on the
-/// thread that drops the rule, every few lines.
+/// Slots of the per-thread cache of recent action texts. With 16 slots, each text's only slot
+/// its hash's, a file's 16 distinct action texts (`output:0` … `output:15`) had ~6 of them
+/// sharing a slot with another and pushing each other out: a parse and an allocation, and a
+/// free on the thread that drops the rule, every few lines.
 const RECENT_ACTIONS: usize = 64;
 
-/// Slots a list is looked for in, from its hash's slot on (linear probing). While the cache
-/// has free slots, as many as 16 distinct lists never push one another out (a list's window
+/// Slots a text is looked for in, from its hash's slot on (linear probing). While the cache
+/// has free slots, as many as 16 distinct texts never push one another out (a text's window
 /// cannot be full of the others); nothing is removed, so once a long-lived thread has met 64
-/// lists, a new one takes its hash's slot after 16 probes, as a direct-mapped cache would.
+/// texts, a new one takes its hash's slot after 16 probes, as a direct-mapped cache would.
 const RECENT_PROBE: usize = 16;
 
+/// A cached action text: the [`PortNames`] stamp it was read with, the text, its list.
+type RecentActions = (u64, Box<str>, ActionList);
+
 thread_local! {
-    /// Action lists this thread parsed lately, by a hash of their actions.
-    static RECENT: RefCell<(hashbrown::DefaultHashBuilder, [Option<ActionList>; RECENT_ACTIONS])> =
+    /// Action texts this thread parsed lately, by a hash of the text.
+    static RECENT: RefCell<(hashbrown::DefaultHashBuilder, [Option<RecentActions>; RECENT_ACTIONS])> =
         RefCell::new((Default::default(), core::array::from_fn(|_| None)));
 }
 
-/// The action list of `actions`: one this thread parsed lately if it had the same actions
-/// (rules mostly share their actions, say `output:3`: they then share one allocation from the
-/// parser on, and a million-rule file costs no allocation and no cross-thread free per rule
-/// for its actions), else a new one (kept in the first free slot of its probe, else in its
-/// hash's slot).
-fn shared_actions(actions: &[Action]) -> ActionList {
+/// The action list the action tokens `toks` (all of the line after `action`; `text`, their
+/// span of the line) give with port names `ports`: the list this thread read lately from the
+/// same text with the same names if any, else [`parse_actions`]' (then kept in the first free
+/// slot of the text's probe, else in its hash's slot). Rules mostly share their action text,
+/// say `output:3`: such lines then cost no action parsing, and share one allocation from the
+/// parser on, so a million-rule file costs no allocation and no cross-thread free per rule
+/// for its actions. The names' stamp is part of the key, as a port name's number may change.
+fn cached_actions(
+    text: &str,
+    toks: &[Tok<'_>],
+    ports: &PortNames,
+) -> Result<ActionList, ParseError> {
     RECENT.with_borrow_mut(|(hasher, recent)| {
-        let home = hasher.hash_one(actions) as usize;
+        let home = hasher.hash_one(text) as usize;
+        let mut free = None;
         for k in 0..RECENT_PROBE {
-            match recent.get_mut(home.wrapping_add(k) % RECENT_ACTIONS) {
-                Some(Some(known)) if known.as_slice() == actions => return known.clone(),
-                Some(Some(_)) => {}
-                Some(entry) => return entry.insert(ActionList::new(actions)).clone(),
+            let slot = home.wrapping_add(k) % RECENT_ACTIONS;
+            match recent.get(slot) {
+                Some(Some((stamp, known, list))) => {
+                    if *stamp == ports.stamp && **known == *text {
+                        return Ok(list.clone());
+                    }
+                }
+                Some(None) => {
+                    free = Some(slot);
+                    break;
+                }
                 None => break,
             }
         }
-        match recent.get_mut(home % RECENT_ACTIONS) {
-            Some(entry) => entry.insert(ActionList::new(actions)).clone(),
-            None => ActionList::new(actions),
+        let list = ActionList::new(parse_actions(toks, ports)?.as_slice());
+        if let Some(entry) = recent.get_mut(free.unwrap_or(home % RECENT_ACTIONS)) {
+            *entry = Some((ports.stamp, text.into(), list.clone()));
         }
+        Ok(list)
     })
 }
 
@@ -1230,6 +1288,24 @@ mod tests {
             let plain = Ipv4Addr::from(a);
             prop_assert_eq!(plain_ipv4(&plain.to_string()), Some(plain));
         }
+
+        /// A decimal number reads as the standard library reads it, up to and past `u64::MAX`
+        /// (the digits-only path stops at 19 digits).
+        #[test]
+        fn decimal_numbers_read_as_the_standard_library_reads_them(
+            s in "[+0-9]{0,22}",
+            long in "[0-9]{19,21}",
+            n in any::<u64>(),
+            zeros in 0usize..4,
+        ) {
+            for s in [s, long, u64::MAX.to_string(), "18446744073709551616".into()] {
+                prop_assert_eq!(parse_num(&s), s.parse::<u64>().ok(), "{}", s);
+            }
+            let padded = format!("{}{n}", "0".repeat(zeros));
+            prop_assert_eq!(parse_num(&padded), Some(n));
+            let over = format!("{}0", u64::MAX);
+            prop_assert_eq!(parse_num(&over), None);
+        }
     }
 
     /// Sixteen distinct action lists, met in turn, keep one allocation each on a thread (with
@@ -1258,6 +1334,74 @@ mod tests {
                     r.actions.ptr_eq(&first[i % 16]),
                     "line {i}: a new allocation"
                 );
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A cached action text is read again once the port names change, in the same table or
+    /// another one, and a refused one is refused every time.
+    #[test]
+    fn action_texts_are_read_again_when_port_names_change() {
+        std::thread::spawn(|| {
+            let out = |line: &str, names: &PortNames| {
+                parse_rule(line, names).map(|r| r.actions.as_slice().to_vec())
+            };
+            let line = "prio 1 action output:up,set_ttl:3";
+            let mut names = PortNames::new();
+            assert!(out(line, &names).is_err());
+            names.insert("up", 1);
+            let one = vec![Action::Output(1), Action::SetTtl(3)];
+            assert_eq!(out(line, &names), Ok(one.clone()));
+            assert_eq!(out(line, &names), Ok(one));
+            names.insert("up", 2);
+            assert_eq!(
+                out(line, &names),
+                Ok(vec![Action::Output(2), Action::SetTtl(3)])
+            );
+            let mut other = PortNames::new();
+            other.insert("up", 3);
+            assert_eq!(
+                out(line, &other),
+                Ok(vec![Action::Output(3), Action::SetTtl(3)])
+            );
+            // Equal names, another stamp: the same answer.
+            assert_eq!(other, other.clone());
+            assert_eq!(
+                out(line, &names.clone()),
+                Ok(vec![Action::Output(2), Action::SetTtl(3)])
+            );
+            let bad = "prio 1 action output:down";
+            for _ in 0..2 {
+                let e = parse_rule(bad, &names).unwrap_err();
+                assert_eq!(&bad[e.column..e.column + e.len], "output:down");
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// Parsing a line a second time (its action text then cached) gives the rule the first
+    /// parse gave, over many lines whose action texts push one another out of the cache.
+    #[test]
+    fn cached_action_texts_give_what_a_parse_gives() {
+        std::thread::spawn(|| {
+            let mut names = PortNames::new();
+            names.insert("a", 7);
+            let lines: Vec<String> = (0..400)
+                .map(|i| {
+                    format!(
+                        "prio {i} eth_type ipv4 dst_port {i} ip_proto udp action set_tp_dst:{},output:{}",
+                        i % 97,
+                        if i % 2 == 0 { "a".to_string() } else { (i % 5).to_string() }
+                    )
+                })
+                .collect();
+            let first: Vec<Rule> = lines.iter().map(|l| parse_rule(l, &names).unwrap()).collect();
+            for (l, r) in lines.iter().zip(&first).rev() {
+                let again = parse_rule(l, &names).unwrap();
+                assert_eq!(&again, r, "{l}");
             }
         })
         .join()

@@ -277,6 +277,7 @@ impl FlowKey {
 
     /// Writes `value` (network byte order; at most the field's length, right-aligned) into the
     /// field.
+    #[inline]
     pub fn set(&mut self, field: Field, value: &[u8]) {
         let (off, len) = field.span();
         if value.len() == len {
@@ -360,6 +361,7 @@ impl FlowKey {
     }
 
     /// Sets a field of up to 8 bytes from a number.
+    #[inline]
     pub fn set_uint(&mut self, field: Field, value: u64) {
         let (off, len) = field.span();
         if (1..=8).contains(&len) && off % 8 + len <= 8 {

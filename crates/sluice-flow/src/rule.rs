@@ -41,6 +41,7 @@ impl Match {
     }
 
     /// Sets a field's value and mask together (the value is masked).
+    #[inline]
     pub fn set(&mut self, field: Field, value: &[u8], mask: &[u8]) {
         let (_, len) = field.span();
         // A whole address (the common case: a rule's IP match) as two words each, with no
@@ -67,11 +68,13 @@ impl Match {
     }
 
     /// Sets a numeric field with an exact mask.
+    #[inline]
     pub fn set_exact(&mut self, field: Field, value: u64) {
         self.set_uint_masked(field, value, u64::MAX);
     }
 
     /// Sets a numeric field with a mask.
+    #[inline]
     pub fn set_uint_masked(&mut self, field: Field, value: u64, mask: u64) {
         let (_, len) = field.span();
         let bits = if len >= 8 {

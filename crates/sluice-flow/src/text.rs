@@ -388,23 +388,21 @@ fn parse_ip_masked(s: &str) -> Result<(bool, [u8; 16], [u8; 16]), String> {
     };
     match addr {
         IpAddr::V4(v4) => {
-            let mask: [u8; 4] = match m {
-                None => [0xff; 4],
+            let mask: u32 = match m {
+                None => u32::MAX,
                 Some(m) => match m.parse::<u32>() {
-                    Ok(p) if p <= 32 => prefix_mask::<4>(p),
+                    Ok(0) => 0,
+                    Ok(p) if p <= 32 => u32::MAX << (32 - p),
                     Ok(_) => return Err("IPv4 prefix length is at most 32".into()),
                     Err(_) => m
                         .parse::<Ipv4Addr>()
                         .map_err(|_| format!("bad IPv4 mask `{m}`"))?
-                        .octets(),
+                        .to_bits(),
                 },
             };
-            let mut v = [0u8; 16];
-            let mut mk = [0u8; 16];
-            for i in 0..4 {
-                v[12 + i] = v4.octets()[i] & mask[i];
-                mk[12 + i] = mask[i];
-            }
+            // The key's layout: the address in the last four bytes, the mask only there.
+            let v = u128::from(v4.to_bits() & mask).to_be_bytes();
+            let mk = u128::from(mask).to_be_bytes();
             Ok((true, v, mk))
         }
         IpAddr::V6(v6) => {
@@ -562,6 +560,9 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
     let mut prio = 0u32;
     let mut actions: Option<ActionList> = None;
     let mut family: Option<(bool, Tok<'_>)> = None; // (is_v4, where it was implied)
+                                                    // The EtherType and IP protocol matched exactly, if any (for the prerequisite checks).
+    let mut eth_type: Option<u16> = None;
+    let mut proto: Option<u8> = None;
     let mut eth_type_tok: Option<Tok<'_>> = None;
     let mut needs_ip: Option<Tok<'_>> = None;
     let mut needs_l4: Option<Tok<'_>> = None;
@@ -643,6 +644,7 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
                         .ok_or_else(|| err(format!("`{s}` is not an EtherType")))?,
                 };
                 m.set_exact(Field::EthType, u64::from(et));
+                eth_type = Some(et);
                 eth_type_tok = Some(v);
             }
             Key::VlanEthtype | Key::CvlanEthtype => {
@@ -722,6 +724,7 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
                         .ok_or_else(|| err(format!("`{s}` is not an IP protocol")))?,
                 };
                 m.set_exact(Field::IpProto, u64::from(p));
+                proto = Some(p);
                 needs_ip.get_or_insert(t);
             }
             Key::IpTos | Key::IpTtl => {
@@ -756,14 +759,13 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
         return Err(ParseError::at(&end, "missing `action ...`"));
     };
     // Prerequisites, checked once the whole line is known.
-    let et = m
-        .mask
-        .is_ones(Field::EthType)
-        .then(|| m.key.uint(Field::EthType));
     if let Some((v4, tok)) = family {
         let want = if v4 { 0x0800 } else { 0x86dd };
-        match et {
-            None => m.set_exact(Field::EthType, want),
+        match eth_type {
+            None => {
+                m.set_exact(Field::EthType, u64::from(want));
+                eth_type = Some(want);
+            }
             Some(e) if e == want => {}
             Some(_) => {
                 let at = eth_type_tok.unwrap_or(tok);
@@ -774,11 +776,7 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
             }
         }
     }
-    let et = m
-        .mask
-        .is_ones(Field::EthType)
-        .then(|| m.key.uint(Field::EthType));
-    let is_ip = matches!(et, Some(0x0800) | Some(0x86dd));
+    let is_ip = matches!(eth_type, Some(0x0800) | Some(0x86dd));
     if let Some(t) = needs_ip.or(needs_l4).or(needs_tcp) {
         if !is_ip {
             return Err(ParseError::at(
@@ -790,10 +788,6 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
             ));
         }
     }
-    let proto = m
-        .mask
-        .is_ones(Field::IpProto)
-        .then(|| m.key.uint(Field::IpProto));
     if let Some(t) = needs_l4 {
         if !matches!(proto, Some(6) | Some(17) | Some(132)) {
             return Err(ParseError::at(
@@ -1287,6 +1281,23 @@ mod tests {
             }
             let plain = Ipv4Addr::from(a);
             prop_assert_eq!(plain_ipv4(&plain.to_string()), Some(plain));
+        }
+
+        /// An IPv4 prefix length reads as the same mask written out, for every length, and the
+        /// value is masked (the mask as a number against the byte-wise `prefix_mask`).
+        #[test]
+        fn ipv4_prefixes_read_as_their_masks(a in any::<u32>(), p in 0u32..=32) {
+            let addr = Ipv4Addr::from(a);
+            let by_len = parse_ip_masked(&format!("{addr}/{p}")).unwrap();
+            let mask = Ipv4Addr::from(prefix_mask::<4>(p));
+            let by_mask = parse_ip_masked(&format!("{addr}/{mask}")).unwrap();
+            prop_assert_eq!(by_len, by_mask);
+            let (v4, v, m) = by_len;
+            prop_assert!(v4);
+            let m4 = u32::from_be_bytes(m[12..].try_into().unwrap());
+            prop_assert_eq!(m4, u32::from(mask));
+            prop_assert_eq!(u32::from_be_bytes(v[12..].try_into().unwrap()), a & m4);
+            prop_assert!(v[..12].iter().chain(&m[..12]).all(|b| *b == 0));
         }
 
         /// A decimal number reads as the standard library reads it, up to and past `u64::MAX`

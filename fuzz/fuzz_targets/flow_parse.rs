@@ -1,23 +1,34 @@
 //! Fuzzes the flow rule parser (`sluice_flow::parse_rule`): it must never panic; an error must
 //! render with its caret inside the line; a rule it accepts must be valid (`key & !mask == 0`),
 //! print back as text that parses to the same rule, and insert into a table. Non-UTF-8 input
-//! instead drives `FlowKey::extract` over the bytes as a frame, which must not panic either.
+//! instead drives `FlowKey::extract` over the bytes as a frame, which must not panic either. A
+//! line parsed twice gives the same answer (the second time through the cache of action texts).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use sluice_flow::{parse_rule, FlowKey, FlowTable, PortNames, RuleText, TableConfig};
 
-fuzz_target!(|data: &[u8]| {
+/// One table of names for every input, so the parser's per-thread cache of action texts
+/// carries texts from earlier inputs into later ones.
+static PORTS: std::sync::LazyLock<PortNames> = std::sync::LazyLock::new(|| {
     let mut ports = PortNames::new();
     ports.insert("tap0", 1);
     ports.insert("tap1", 2);
+    ports
+});
+
+fuzz_target!(|data: &[u8]| {
+    let ports = &*PORTS;
     let Ok(line) = std::str::from_utf8(data) else {
         let (layout, _) = sluice_wire::parse_partial(data, &sluice_wire::ParseConfig::DEFAULT);
         let _ = FlowKey::extract(data, &layout, 1);
         let _ = FlowKey::extract_outer(data, &layout, 1);
         return;
     };
-    match parse_rule(line, &ports) {
+    let first = parse_rule(line, ports);
+    // Parsed again (its action text now cached, if it had one that parsed): the same answer.
+    assert_eq!(parse_rule(line, ports), first, "{line}");
+    match first {
         Err(e) => {
             assert!(e.column <= line.len());
             let _ = e.render(line);
@@ -26,10 +37,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(rule.matcher.is_valid());
             let text = RuleText {
                 rule: &rule,
-                ports: &ports,
+                ports,
             }
             .to_string();
-            let again = match parse_rule(&text, &ports) {
+            let again = match parse_rule(&text, ports) {
                 Ok(r) => r,
                 Err(e) => panic!("printed rule does not parse:\n{}", e.render(&text)),
             };

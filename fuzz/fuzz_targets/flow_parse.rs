@@ -2,7 +2,9 @@
 //! render with its caret inside the line; a rule it accepts must be valid (`key & !mask == 0`),
 //! print back as text that parses to the same rule, and insert into a table. Non-UTF-8 input
 //! instead drives `FlowKey::extract` over the bytes as a frame, which must not panic either. A
-//! line parsed twice gives the same answer (the second time through the cache of action texts).
+//! line parsed twice gives the same answer (the second time through the cache of action texts),
+//! and so does a table of the same names built afresh; a table changed after use answers as a
+//! new one with its names.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -26,8 +28,22 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let first = parse_rule(line, ports);
-    // Parsed again (its action text now cached, if it had one that parsed): the same answer.
+    // Parsed again (its action text now cached, if it had one that parsed), and with the same
+    // names in a table built afresh (a stamp no cached text has: parsed anew): the same answer.
     assert_eq!(parse_rule(line, ports), first, "{line}");
+    let names = || {
+        let mut n = PortNames::new();
+        n.insert("tap0", 1);
+        n.insert("tap1", 2);
+        n
+    };
+    let mut used = names();
+    assert_eq!(parse_rule(line, &used), first, "{line}");
+    // A table changed after its texts were cached answers as a new table with its names does.
+    used.insert("tap0", 7);
+    let mut renamed = names();
+    renamed.insert("tap0", 7);
+    assert_eq!(parse_rule(line, &used), parse_rule(line, &renamed), "{line}");
     match first {
         Err(e) => {
             assert!(e.column <= line.len());

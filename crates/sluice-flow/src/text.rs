@@ -49,13 +49,24 @@ use crate::key::{flags, vlan_tci, Field, VLAN_PRESENT};
 use crate::rule::{Match, Rule};
 
 /// Port names and numbers, supplied by the caller.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PortNames {
     by_name: HashMap<String, u32>,
     by_num: HashMap<u32, String>,
-    /// Names the contents: a value no other table's contents ever had (taken afresh at every
-    /// change), so a parse of action text can be reused while the stamp is the same.
+    /// Taken afresh from a process-wide counter at creation and at every change (a clone
+    /// keeps it until either copy changes): the same stamp means the same contents, so a
+    /// parse of action text can be reused while the stamp is the same.
     stamp: u64,
+}
+
+/// The names and numbers (not the stamp, a process-wide counter).
+impl core::fmt::Debug for PortNames {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PortNames")
+            .field("by_name", &self.by_name)
+            .field("by_num", &self.by_num)
+            .finish()
+    }
 }
 
 /// The next [`PortNames::stamp`].
@@ -89,10 +100,19 @@ impl PortNames {
         Self::default()
     }
 
-    /// Names port `number`.
+    /// Names port `number` (a name given another number, or a number another name, loses
+    /// its old pairing both ways).
     pub fn insert(&mut self, name: &str, number: u32) {
-        self.by_name.insert(name.to_owned(), number);
-        self.by_num.insert(number, name.to_owned());
+        if let Some(old) = self.by_name.insert(name.to_owned(), number) {
+            if old != number {
+                self.by_num.remove(&old);
+            }
+        }
+        if let Some(old) = self.by_num.insert(number, name.to_owned()) {
+            if old != name {
+                self.by_name.remove(&old);
+            }
+        }
         self.stamp = next_stamp();
     }
 
@@ -582,8 +602,11 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
             let (Some(first), Some(last)) = (rest.first(), rest.last()) else {
                 break;
             };
-            let text = line.get(first.col..last.col + last.s.len()).unwrap_or("");
-            actions = Some(cached_actions(text, rest, ports)?);
+            actions = Some(match line.get(first.col..last.col + last.s.len()) {
+                Some(text) => cached_actions(text, rest, ports)?,
+                // (Cannot happen: the tokens are slices of the line.)
+                None => ActionList::new(parse_actions(rest, ports)?.as_slice()),
+            });
             break;
         }
         // One string match per key, then everything by its `Key` (aliases folded).
@@ -820,6 +843,11 @@ const RECENT_ACTIONS: usize = 64;
 /// texts, a new one takes its hash's slot after 16 probes, as a direct-mapped cache would.
 const RECENT_PROBE: usize = 16;
 
+/// The longest action text kept in the cache (a longer one is parsed every time): a thread
+/// keeps at most [`RECENT_ACTIONS`] texts for its whole life, and a line may be megabytes
+/// long (say, padded with spaces).
+const MAX_CACHED_TEXT: usize = 256;
+
 /// A cached action text: the [`PortNames`] stamp it was read with, the text, its list.
 type RecentActions = (u64, Box<str>, ActionList);
 
@@ -841,6 +869,9 @@ fn cached_actions(
     toks: &[Tok<'_>],
     ports: &PortNames,
 ) -> Result<ActionList, ParseError> {
+    if text.len() > MAX_CACHED_TEXT {
+        return Ok(ActionList::new(parse_actions(toks, ports)?.as_slice()));
+    }
     RECENT.with_borrow_mut(|(hasher, recent)| {
         let home = hasher.hash_one(text) as usize;
         let mut free = None;
@@ -1377,24 +1408,57 @@ mod tests {
                 out(line, &other),
                 Ok(vec![Action::Output(3), Action::SetTtl(3)])
             );
-            // Equal names, another stamp: the same answer.
-            assert_eq!(other, other.clone());
+            // The same names built again (another stamp), and a clone (the same stamp): the
+            // same answer; a clone changed gets its own.
+            let mut again = PortNames::new();
+            again.insert("up", 2);
+            // (Renumbered, "up" no longer names port 1 either way.)
+            assert_eq!(again, names);
+            assert_eq!((names.name(1), names.name(2)), (None, Some("up")));
+            let two = Ok(vec![Action::Output(2), Action::SetTtl(3)]);
+            assert_eq!(out(line, &again), two);
+            let mut copy = names.clone();
+            assert_eq!(out(line, &copy), two);
+            copy.insert("up", 4);
             assert_eq!(
-                out(line, &names.clone()),
-                Ok(vec![Action::Output(2), Action::SetTtl(3)])
+                out(line, &copy),
+                Ok(vec![Action::Output(4), Action::SetTtl(3)])
             );
+            assert_eq!(out(line, &names), two);
+            // A refused text is reported where it is, every time.
             let bad = "prio 1 action output:down";
             for _ in 0..2 {
                 let e = parse_rule(bad, &names).unwrap_err();
                 assert_eq!(&bad[e.column..e.column + e.len], "output:down");
             }
+            // A text too long to keep reads as a short one does.
+            let long = format!("prio 1 action output:up{}set_ttl:3", " ".repeat(300));
+            assert_eq!(out(&long, &names), two);
+            assert_eq!(out(&long, &names), two);
         })
         .join()
         .unwrap();
     }
 
-    /// Parsing a line a second time (its action text then cached) gives the rule the first
-    /// parse gave, over many lines whose action texts push one another out of the cache.
+    #[test]
+    fn a_renamed_or_renumbered_port_loses_its_old_pairing() {
+        let mut n = PortNames::new();
+        n.insert("a", 1);
+        n.insert("b", 1);
+        assert_eq!(
+            (n.number("a"), n.number("b"), n.name(1)),
+            (None, Some(1), Some("b"))
+        );
+        n.insert("b", 2);
+        assert_eq!(
+            (n.name(1), n.name(2), n.number("b")),
+            (None, Some("b"), Some(2))
+        );
+    }
+
+    /// Lines parsed twice with one table of names (action texts cached, pushing one another
+    /// out of the cache) give the rules a parse with a table of the same names built afresh for
+    /// each line (whose stamp no cached text has) gives.
     #[test]
     fn cached_action_texts_give_what_a_parse_gives() {
         std::thread::spawn(|| {
@@ -1409,10 +1473,13 @@ mod tests {
                     )
                 })
                 .collect();
-            let first: Vec<Rule> = lines.iter().map(|l| parse_rule(l, &names).unwrap()).collect();
-            for (l, r) in lines.iter().zip(&first).rev() {
-                let again = parse_rule(l, &names).unwrap();
-                assert_eq!(&again, r, "{l}");
+            let fresh = |l: &str| {
+                let mut n = PortNames::new();
+                n.insert("a", 7);
+                parse_rule(l, &n).unwrap()
+            };
+            for l in lines.iter().chain(lines.iter().rev()) {
+                assert_eq!(parse_rule(l, &names).unwrap(), fresh(l), "{l}");
             }
         })
         .join()

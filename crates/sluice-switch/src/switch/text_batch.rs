@@ -130,6 +130,8 @@ impl MaskIndexer {
     /// Appends the values of `later` (which come after these).
     fn append(&mut self, later: MaskIndexer) {
         let to: Vec<u32> = later.order.iter().map(|m| self.index_of(m)).collect();
+        // (Every index of `later.ix` is one of `later.order`'s.)
+        debug_assert!(later.ix.iter().all(|&k| (k as usize) < to.len()));
         self.ix.extend(
             later
                 .ix
@@ -339,7 +341,18 @@ fn parse_all<T: Send>(
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_PARSE_THREADS);
-    if threads == 1 || lines.len() < PARALLEL_PARSE_MIN {
+    parse_on(threads, lines, f, mask_of, bufs)
+}
+
+/// [`parse_all`] on `threads` threads.
+fn parse_on<T: Send>(
+    threads: usize,
+    lines: &[&str],
+    f: impl Fn(&str) -> Result<T, String> + Sync,
+    mask_of: Option<fn(&T) -> &Mask>,
+    bufs: &impl Buffers<T>,
+) -> Parsed<T> {
+    if threads <= 1 || lines.len() < PARALLEL_PARSE_MIN {
         return Parsed::parse(0, lines, &f, mask_of, bufs.take());
     }
     let per = lines.len().div_ceil(threads);
@@ -943,7 +956,8 @@ mod tests {
             })
             .collect();
         let input: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let mut out = parse_all(
+        let mut out = parse_on(
+            2,
             &input,
             |l| l.parse::<usize>().map_err(|e| e.to_string()),
             None,
@@ -999,7 +1013,9 @@ mod tests {
             })
             .collect();
         let input: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let mut out = parse_all(
+        // On two threads whatever the machine (the parts' indexes merged).
+        let mut out = parse_on(
+            2,
             &input,
             |l| parse_add(l, &names),
             Some(|r: &Rule| &r.matcher.mask),

@@ -605,7 +605,7 @@ pub fn parse_rule(line: &str, ports: &PortNames) -> Result<Rule, ParseError> {
             actions = Some(match line.get(first.col..last.col + last.s.len()) {
                 Some(text) => cached_actions(text, rest, ports)?,
                 // (Cannot happen: the tokens are slices of the line.)
-                None => ActionList::new(parse_actions(rest, ports)?.as_slice()),
+                None => parse_actions(rest, ports)?,
             });
             break;
         }
@@ -870,7 +870,7 @@ fn cached_actions(
     ports: &PortNames,
 ) -> Result<ActionList, ParseError> {
     if text.len() > MAX_CACHED_TEXT {
-        return Ok(ActionList::new(parse_actions(toks, ports)?.as_slice()));
+        return parse_actions(toks, ports);
     }
     RECENT.with_borrow_mut(|(hasher, recent)| {
         let home = hasher.hash_one(text) as usize;
@@ -890,7 +890,7 @@ fn cached_actions(
                 None => break,
             }
         }
-        let list = ActionList::new(parse_actions(toks, ports)?.as_slice());
+        let list = parse_actions(toks, ports)?;
         if let Some(entry) = recent.get_mut(free.unwrap_or(home % RECENT_ACTIONS)) {
             *entry = Some((ports.stamp, text.into(), list.clone()));
         }
@@ -940,8 +940,9 @@ fn split_colons(s: &str) -> Vec<(usize, &str)> {
     out
 }
 
-fn parse_actions(toks: &[Tok<'_>], ports: &PortNames) -> Result<SmallVec<[Action; 4]>, ParseError> {
-    let mut out = SmallVec::new();
+/// The action list of the action tokens `toks`.
+fn parse_actions(toks: &[Tok<'_>], ports: &PortNames) -> Result<ActionList, ParseError> {
+    let mut out: SmallVec<[Action; 4]> = SmallVec::new();
     for t in toks {
         // The token's comma-separated parts, each with its own column.
         let (mut rest, mut col) = (t.s, t.col);
@@ -962,7 +963,7 @@ fn parse_actions(toks: &[Tok<'_>], ports: &PortNames) -> Result<SmallVec<[Action
         let t = toks.first().copied().unwrap_or(Tok { s: "", col: 0 });
         return Err(ParseError::at(&t, "empty action list"));
     }
-    Ok(out)
+    Ok(ActionList::new(out.as_slice()))
 }
 
 fn parse_action(t: Tok<'_>, ports: &PortNames) -> Result<Action, ParseError> {

@@ -28,6 +28,7 @@
 pub mod afpacket;
 pub mod cred;
 pub mod ifstats;
+pub mod memory;
 pub mod netdev;
 pub mod netns;
 pub mod poll;

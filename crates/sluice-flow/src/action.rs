@@ -87,6 +87,12 @@ impl ActionList {
         &self.0
     }
 
+    /// How many values share this one's allocation (for tests of what releases them).
+    #[cfg(test)]
+    pub(crate) fn shared_by(&self) -> usize {
+        Arc::strong_count(&self.0)
+    }
+
     /// Whether both values share one allocation.
     pub fn ptr_eq(&self, other: &ActionList) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

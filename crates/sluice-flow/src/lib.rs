@@ -56,7 +56,7 @@ pub mod text;
 pub use action::{Action, ActionList, TunnelEncap, TunnelKind};
 pub use classifier::{ExactCache, HitRef};
 pub use key::{Field, FlowKey, Mask};
-pub use rule::{BatchMode, Handle, Match, Rule, RuleError, RuleRef};
+pub use rule::{clear_rules, BatchMode, Handle, Match, Rule, RuleError, RuleRef};
 pub use table::{FlowTable, Idr, Reader, Snapshot, TableConfig, PARALLEL_MIN_BATCH};
 pub use text::{parse_rule, ParseError, PortNames, RuleText};
 

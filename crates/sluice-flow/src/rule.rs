@@ -104,6 +104,23 @@ pub struct Rule {
     pub actions: ActionList,
 }
 
+/// Empties a vector of rules, keeping its capacity: what `v.clear()` does, faster for a big
+/// vector that is out of cache. Dropping a rule drops its reference to its action list, a
+/// locked decrement, and the processor starts no later load before that decrement is done:
+/// each rule's cold cache line was fetched alone, one after the other. Here each rule's line
+/// is prefetched a few rules ahead, so those fetches overlap. (The rules are dropped from the
+/// last one.)
+pub fn clear_rules(v: &mut Vec<Rule>) {
+    /// How many rules ahead the prefetch runs.
+    const AHEAD: usize = 16;
+    while let Some(last) = v.len().checked_sub(1) {
+        if let Some(r) = last.checked_sub(AHEAD).and_then(|k| v.get(k)) {
+            crate::classifier::hint::prefetch(&r.actions);
+        }
+        v.truncate(last);
+    }
+}
+
 /// A rule's handle: a small integer, reused after the rule is deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Handle(pub u32);
@@ -192,6 +209,32 @@ impl std::error::Error for RuleError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`clear_rules`] empties the vector, keeps its capacity and releases every rule's
+    /// reference to its action list, for vectors shorter and longer than its prefetch
+    /// distance.
+    #[test]
+    fn clear_rules_releases_every_action_list() {
+        let lists: Vec<ActionList> = (0..3).map(ActionList::output).collect();
+        for n in [0, 1, 15, 16, 17, 1000] {
+            let mut v: Vec<Rule> = (0..n)
+                .map(|i| Rule {
+                    matcher: Match::ANY,
+                    priority: i as u32,
+                    actions: lists[i % 3].clone(),
+                })
+                .collect();
+            let cap = v.capacity();
+            assert_eq!(
+                lists.iter().map(ActionList::shared_by).sum::<usize>(),
+                3 + n
+            );
+            clear_rules(&mut v);
+            assert!(v.is_empty());
+            assert_eq!(v.capacity(), cap);
+            assert!(lists.iter().all(|l| l.shared_by() == 1), "{n} rules");
+        }
+    }
 
     /// [`Match::set`] on every field, whole-address values included (their two-word path),
     /// against its definition: the value masked byte by byte, each of key and mask written

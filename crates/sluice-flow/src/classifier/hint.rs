@@ -6,7 +6,7 @@
 /// Asks the processor to bring the cache line holding `r` into its caches (no effect on other
 /// architectures).
 #[inline(always)]
-pub(super) fn prefetch<T>(r: &T) {
+pub(crate) fn prefetch<T>(r: &T) {
     prefetch_ptr((r as *const T).cast::<u8>());
 }
 

@@ -52,7 +52,7 @@
 mod bucket_table;
 mod copy;
 mod exact_cache;
-mod hint;
+pub(crate) mod hint;
 mod key_select;
 mod lookup;
 mod ops;

@@ -315,7 +315,7 @@ impl Buffers<Rule> for ParseBuffers {
             .ok()
             .and_then(|mut v| v.pop())
             .unwrap_or_default();
-        v.clear();
+        sluice_flow::clear_rules(&mut v);
         v
     }
 

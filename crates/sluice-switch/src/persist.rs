@@ -396,43 +396,37 @@ impl Control {
         lines: &[String],
         priorities: &[u32],
     ) -> Result<(), SwitchError> {
-        self.persist_added(
-            results
-                .iter()
-                .filter(|r| r.error.is_none())
-                .filter_map(|r| {
-                    Some((
-                        r.handle?,
-                        *priorities.get(r.index)?,
-                        lines.get(r.index)?.as_str(),
-                    ))
-                }),
-        )
+        let added: Vec<(u64, u32, usize)> = results
+            .iter()
+            .filter(|r| r.error.is_none() && r.index < lines.len())
+            .filter_map(|r| Some((r.handle?, *priorities.get(r.index)?, r.index)))
+            .collect();
+        self.persist_added(&added, |k| lines.get(k).map_or("", String::as_str))
     }
 
-    /// Records rules that went in, given as (switch handle, priority, rule text), as one
-    /// commit; on failure deletes them again. Both `flow_add` and `flow_add_text` end here.
-    /// The caller gives the priority it parsed: looking each rule up in the table again cost
-    /// a tenth of a million-rule load.
+    /// Records rules that went in, given as (switch handle, priority, index of the rule text),
+    /// with `text` giving each rule's text by its index, as one commit; on failure deletes them
+    /// again. Both `flow_add` and `flow_add_text` end here. The caller gives the priority it
+    /// parsed: looking each rule up in the table again cost a tenth of a million-rule load.
+    /// (A slice of indexes rather than of texts: a text batch keeps the vector for the next
+    /// one, which a vector borrowing this request's text could not be.)
     pub(super) fn persist_added<'t>(
         &mut self,
-        added: impl Iterator<Item = (u64, u32, &'t str)>,
+        added: &[(u64, u32, usize)],
+        text: impl Fn(usize) -> &'t str + Sync,
     ) -> Result<(), SwitchError> {
         let Some(d) = self.store.as_mut() else {
             return Ok(());
         };
-        let added: Vec<(u64, u32, &[u8])> = added
-            .map(|(ext, priority, text)| (ext, priority, text.as_bytes()))
-            .collect();
         if added.is_empty() {
             return Ok(());
         }
         d.last_commit = Instant::now();
         let rules = || {
-            added.iter().map(|&(handle, priority, text)| StoredRule {
+            added.iter().map(|&(handle, priority, k)| StoredRule {
                 handle,
                 priority,
-                matches: text,
+                matches: text(k).as_bytes(),
                 actions: &[],
             })
         };

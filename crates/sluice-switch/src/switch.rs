@@ -163,6 +163,8 @@ struct Control {
     masks: FastMap<Mask, usize>,
     /// The durable store, if the switch has one (`sluice run --db`).
     store: Option<persist::Durable>,
+    /// Vectors a text batch fills under the lock, kept for the next one.
+    scratch: text_batch::BatchScratch,
 }
 
 impl Control {
@@ -442,6 +444,7 @@ impl Switch {
                 int_of: handles::HandleIndex::default(),
                 masks: FastMap::default(),
                 store: None,
+                scratch: Default::default(),
             }),
         })
     }

@@ -199,14 +199,14 @@ impl<T> Parsed<T> {
         later.ok
     }
 
-    /// The outcome of every rule line (`n` in all): `Ok(0)` for those that parsed, the message
-    /// for those that did not.
-    fn outcome(&mut self, n: usize) -> Vec<Result<u64, String>> {
-        let mut outcome: Vec<Result<u64, String>> = vec![Ok(0); n];
+    /// The outcome of every rule line (`n` in all) into `outcome` (emptied first): `Ok(0)` for
+    /// those that parsed, the message for those that did not.
+    fn outcome_into(&mut self, outcome: &mut Vec<Result<u64, String>>, n: usize) {
+        outcome.clear();
+        outcome.resize(n, Ok(0));
         for (k, e) in self.errors.drain(..) {
-            settle(&mut outcome, k, Err(e));
+            settle(outcome, k, Err(e));
         }
-        outcome
     }
 }
 
@@ -641,6 +641,29 @@ impl Switch {
     }
 }
 
+/// The vectors a text batch fills under the control lock, kept from one batch to the next: a
+/// batch of a hundred thousand rules fills megabytes of each, and a vector made afresh for
+/// each batch is a fresh mapping whose every page faults in (`sluice run` has `malloc` map
+/// every big allocation: `sluice_ports::memory`).
+#[derive(Debug, Default)]
+pub(super) struct BatchScratch {
+    /// Each rule line's outcome (see [`Parsed::outcome_into`]).
+    outcome: Vec<Result<u64, String>>,
+    /// The rules that went in: (switch handle, priority, rule line), for the store.
+    added: Vec<(u64, u32, usize)>,
+}
+
+/// The reply of a text batch from its `outcome` (emptied, then kept for the next batch).
+fn finish(
+    ctl: &mut Control,
+    p: &PreparedText,
+    mut outcome: Vec<Result<u64, String>>,
+) -> TextBatchReply {
+    let rep = reply(p, &mut outcome);
+    ctl.scratch.outcome = outcome;
+    rep
+}
+
 /// Inserts the parsed rules of `p` under the lock; their vector (still full: emptied on the
 /// parsing thread when reused) ends in `spent`.
 fn apply_add(
@@ -650,7 +673,8 @@ fn apply_add(
     atomic: bool,
     spent: &mut Vec<Rule>,
 ) -> Result<TextBatchReply, SwitchError> {
-    let mut outcome = parsed.outcome(p.spans.len());
+    let mut outcome = std::mem::take(&mut ctl.scratch.outcome);
+    parsed.outcome_into(&mut outcome, p.spans.len());
     let refused = refused_masks(ctl, &masks);
     let (mut rules, mut at) = (parsed.ok, parsed.at);
     if !refused.is_empty() {
@@ -675,14 +699,16 @@ fn apply_add(
         (rules, at, mask_of) = kept;
     }
     if atomic && refuse_all(&mut outcome) {
-        return Ok(reply(p, outcome));
+        return Ok(finish(ctl, p, outcome));
     }
     let priorities: Vec<u32> = rules.iter().map(|r| r.priority).collect();
     let out = ctl.table.insert_batch_ref(&rules, batch_mode(atomic));
     *spent = rules;
     ctl.reserve_inserts(out.len());
     let mut per_mask = vec![0usize; masks.len()];
-    let mut added = Vec::with_capacity(out.len());
+    let mut added = std::mem::take(&mut ctl.scratch.added);
+    added.clear();
+    added.reserve(out.len());
     for (((k, r), priority), ix) in at.into_iter().zip(out).zip(priorities).zip(mask_of) {
         let o = match r {
             Ok(h) => {
@@ -690,7 +716,7 @@ fn apply_add(
                 if let Some(n) = per_mask.get_mut(ix as usize) {
                     *n += 1;
                 }
-                added.push((ext, priority, p.rule_text(k)));
+                added.push((ext, priority, k));
                 Ok(ext)
             }
             Err(e) => Err(ctl.rule_error(&e)),
@@ -701,8 +727,10 @@ fn apply_add(
         ctl.count_mask(m, n);
     }
     // Durable before acknowledged (with `--db`): the rules that went in, by their text.
-    ctl.persist_added(added.into_iter())?;
-    Ok(reply(p, outcome))
+    let persisted = ctl.persist_added(&added, |k| p.rule_text(k));
+    ctl.scratch.added = added;
+    persisted?;
+    Ok(finish(ctl, p, outcome))
 }
 
 /// Deletes the parsed specs of `p` under the lock.
@@ -712,7 +740,8 @@ fn apply_del(
     mut parsed: Parsed<DelSpec>,
     atomic: bool,
 ) -> Result<TextBatchReply, SwitchError> {
-    let mut outcome = parsed.outcome(p.spans.len());
+    let mut outcome = std::mem::take(&mut ctl.scratch.outcome);
+    parsed.outcome_into(&mut outcome, p.spans.len());
     let mut refs = Vec::with_capacity(parsed.ok.len());
     // (rule line, handle, mask, named by its match rather than its handle)
     let mut found: Vec<(usize, Handle, Mask, bool)> = Vec::with_capacity(parsed.ok.len());
@@ -751,7 +780,7 @@ fn apply_del(
         settle(&mut outcome, k, o);
     }
     if atomic && refuse_all(&mut outcome) {
-        return Ok(reply(p, outcome));
+        return Ok(finish(ctl, p, outcome));
     }
     let saved = ctl.save_rules(found.iter().map(|&(_, h, _, _)| h));
     let out = ctl.table.delete_batch(refs, batch_mode(atomic));
@@ -775,7 +804,7 @@ fn apply_del(
         .filter_map(|o| o.as_ref().ok().copied())
         .collect();
     ctl.persist_deleted(deleted, saved)?;
-    Ok(reply(p, outcome))
+    Ok(finish(ctl, p, outcome))
 }
 
 /// Replaces the actions of the rules of `p` under the lock; their vector, emptied (the actions
@@ -787,7 +816,8 @@ fn apply_mod(
     atomic: bool,
     spent: &mut Vec<Rule>,
 ) -> Result<TextBatchReply, SwitchError> {
-    let mut outcome = parsed.outcome(p.spans.len());
+    let mut outcome = std::mem::take(&mut ctl.scratch.outcome);
+    parsed.outcome_into(&mut outcome, p.spans.len());
     let mut changes: Vec<(RuleRef, ActionList)> = Vec::with_capacity(parsed.ok.len());
     let mut found: Vec<(usize, Handle)> = Vec::with_capacity(parsed.ok.len());
     let targets: Vec<(&sluice_flow::Match, u32)> =
@@ -807,7 +837,7 @@ fn apply_mod(
     }
     *spent = parsed.ok;
     if atomic && refuse_all(&mut outcome) {
-        return Ok(reply(p, outcome));
+        return Ok(finish(ctl, p, outcome));
     }
     let saved = ctl.save_actions(found.iter().map(|&(_, h)| h));
     let out = ctl.table.modify_batch(changes, batch_mode(atomic));
@@ -824,7 +854,7 @@ fn apply_mod(
             .filter_map(|(k, o)| Some((*o.as_ref().ok()?, p.rule_text(k)))),
         saved,
     )?;
-    Ok(reply(p, outcome))
+    Ok(finish(ctl, p, outcome))
 }
 
 /// The new masks of a batch (in first-use order) that the mask quota refuses.
@@ -864,13 +894,13 @@ fn refuse_all(outcome: &mut [Result<u64, String>]) -> bool {
 }
 
 /// The answer: every rule line's outcome, by its line number.
-fn reply(p: &PreparedText, outcome: Vec<Result<u64, String>>) -> TextBatchReply {
+fn reply(p: &PreparedText, outcome: &mut Vec<Result<u64, String>>) -> TextBatchReply {
     let mut rep = TextBatchReply {
         lines: p.n_lines,
         rules: p.spans.len(),
         ..TextBatchReply::default()
     };
-    for (span, o) in p.spans.iter().zip(outcome) {
+    for (span, o) in p.spans.iter().zip(outcome.drain(..)) {
         match o {
             Ok(h) => {
                 rep.done += 1;
@@ -996,8 +1026,12 @@ mod tests {
         assert!(out.at.windows(2).all(|w| w[0] < w[1]));
         let bad: Vec<usize> = out.errors.iter().map(|e| e.0).collect();
         assert_eq!(bad, (0..10_000).filter(|i| i % 7 == 3).collect::<Vec<_>>());
-        let outcome = out.outcome(10_000);
+        // Into a vector left over from a bigger batch: emptied first.
+        let mut outcome = vec![Err("stale".to_string()); 20_000];
+        out.outcome_into(&mut outcome, 10_000);
+        assert_eq!(outcome.len(), 10_000);
         assert!(outcome[3].is_err() && outcome[4] == Ok(0));
+        assert_eq!(outcome.iter().filter(|o| o.is_err()).count(), bad.len());
     }
 
     /// The reference: a [`MaskIndex`] made in one pass over the parsed rules.

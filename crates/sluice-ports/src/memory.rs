@@ -16,8 +16,9 @@ pub const DAEMON_MMAP_THRESHOLD: usize = 1 << 20;
 /// (`MALLOC_MMAP_THRESHOLD_`, or `mmap_threshold` in `GLIBC_TUNABLES`): the operator's
 /// setting is then left alone.
 pub fn mmap_threshold_from_env() -> bool {
-    std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
-        || std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("mmap_threshold"))
+    std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some_and(|v| !v.is_empty())
+        || std::env::var_os("GLIBC_TUNABLES")
+            .is_some_and(|t| t.to_string_lossy().contains("mmap_threshold"))
 }
 
 /// Fixes glibc's `malloc` mapping threshold at `bytes` (`mallopt(M_MMAP_THRESHOLD)`): every
@@ -41,12 +42,11 @@ pub fn fix_mmap_threshold(bytes: usize) -> bool {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
 mod tests {
     use super::*;
 
     #[test]
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn glibc_takes_the_threshold() {
         assert!(fix_mmap_threshold(DAEMON_MMAP_THRESHOLD));
         // Not an `int`: refused before glibc sees it.

@@ -92,8 +92,9 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
     let config = Config::parse(&text).map_err(|e| anyhow::anyhow!("{where_}: {e}"))?;
     crate::daemon_log::init(args.log_level.or(config.log_level).unwrap_or_default());
     // Big tables grow in place (see `sluice_ports::memory`), unless the operator set it.
-    if !sluice_ports::memory::mmap_threshold_from_env()
-        && !sluice_ports::memory::fix_mmap_threshold(sluice_ports::memory::DAEMON_MMAP_THRESHOLD)
+    if sluice_ports::memory::mmap_threshold_from_env() {
+        tracing::debug!("malloc's mapping threshold: the environment's");
+    } else if !sluice_ports::memory::fix_mmap_threshold(sluice_ports::memory::DAEMON_MMAP_THRESHOLD)
     {
         tracing::debug!("malloc's mapping threshold left as it is (not glibc?)");
     }

@@ -424,3 +424,22 @@ fn catch_up_waits_for_readers_and_keeps_both_copies_whole() {
         );
     }
 }
+
+/// `insert_batch_ref_into` empties the vector it is given and writes what `insert_batch_ref`
+/// returns, in both modes, for a caller that reuses the vector from batch to batch.
+#[test]
+fn insert_into_a_reused_vector_gives_what_insert_returns() {
+    let batch = vec![rule(1, 1), rule(5, 1), rule(1, 1), rule(2, 1)];
+    let mut a = FlowTable::new(TableConfig::default());
+    let mut b = FlowTable::new(TableConfig::default());
+    a.insert(rule(5, 1)).unwrap();
+    b.insert(rule(5, 1)).unwrap();
+    let mut out = vec![Err(RuleError::NotFound); 9];
+    for mode in [BatchMode::AllOrNothing, BatchMode::BestEffort] {
+        let want = a.insert_batch_ref(&batch, mode);
+        b.insert_batch_ref_into(&batch, mode, &mut out);
+        assert_eq!(out, want, "{mode:?}");
+        assert_eq!(a.len(), b.len());
+    }
+    assert_eq!(b.len(), 3);
+}

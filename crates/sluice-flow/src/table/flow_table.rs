@@ -215,6 +215,21 @@ impl FlowTable {
         rules: &[Rule],
         mode: BatchMode,
     ) -> Vec<Result<Handle, RuleError>> {
+        let mut out = Vec::new();
+        self.insert_batch_ref_into(rules, mode, &mut out);
+        out
+    }
+
+    /// [`FlowTable::insert_batch_ref`] with the results written into `out` (emptied first),
+    /// for a caller that keeps that vector from one batch to the next: a big batch's results
+    /// are megabytes, and a fresh vector's pages fault in as it is filled.
+    pub fn insert_batch_ref_into(
+        &mut self,
+        rules: &[Rule],
+        mode: BatchMode,
+        out: &mut Vec<Result<Handle, RuleError>>,
+    ) {
+        out.clear();
         let n = rules.len();
         let mut ops = self.lr.take_log_buffer();
         let cls = self.lr.standby_mut(&self.w.store);
@@ -233,12 +248,11 @@ impl FlowTable {
             if let Some((at, err)) = w.first_failure(cls, &preps, rules) {
                 w.abandon(cls, preps, &fresh);
                 let mut err = Some(err);
-                return (0..n)
-                    .map(|i| match err.take_if(|_| i == at) {
-                        Some(e) => Err(e),
-                        None => Err(RuleError::Aborted),
-                    })
-                    .collect();
+                out.extend((0..n).map(|i| match err.take_if(|_| i == at) {
+                    Some(e) => Err(e),
+                    None => Err(RuleError::Aborted),
+                }));
+                return;
             }
         }
         if n >= 256 {
@@ -250,15 +264,14 @@ impl FlowTable {
             .config
             .insert_threads
             .min(counts.iter().filter(|&&c| c > 0).count());
-        let out = if threads > 1 && n >= PARALLEL_MIN_BATCH && w.fits(n) {
-            w.insert_parallel(cls, &mut ops, &preps, rules, &counts, threads)
+        if threads > 1 && n >= PARALLEL_MIN_BATCH && w.fits(n) {
+            out.extend(w.insert_parallel(cls, &mut ops, &preps, rules, &counts, threads));
         } else {
-            w.insert_in_order(cls, &mut ops, &preps, rules)
-        };
+            w.insert_in_order(cls, &mut ops, &preps, rules, out);
+        }
         w.drop_unused(cls, &mut ops, &fresh);
         w.scratch.preps = preps;
         self.finish(ops);
-        out
     }
 
     /// Deletes rules and publishes the result at once.

@@ -130,8 +130,9 @@ impl WriterState {
         ops: &mut Vec<Op>,
         preps: &[Prep],
         rules: &[Rule],
-    ) -> Vec<Result<Handle, RuleError>> {
-        let mut out = Vec::with_capacity(rules.len());
+        out: &mut Vec<Result<Handle, RuleError>>,
+    ) {
+        out.reserve(rules.len());
         let mut sink = 0u64;
         for (pg, rg) in preps.chunks(GROUP).zip(rules.chunks(GROUP)) {
             for (p, r) in pg.iter().zip(rg) {
@@ -146,7 +147,6 @@ impl WriterState {
             }
         }
         core::hint::black_box(sink);
-        out
     }
 
     /// Inserts one prepared rule (mask and action list already interned).

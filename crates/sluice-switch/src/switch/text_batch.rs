@@ -651,6 +651,8 @@ pub(super) struct BatchScratch {
     outcome: Vec<Result<u64, String>>,
     /// The rules that went in: (switch handle, priority, rule line), for the store.
     added: Vec<(u64, u32, usize)>,
+    /// The table's result for each rule inserted.
+    inserted: Vec<Result<sluice_flow::Handle, RuleError>>,
 }
 
 /// The reply of a text batch from its `outcome` (emptied, then kept for the next batch).
@@ -702,14 +704,21 @@ fn apply_add(
         return Ok(finish(ctl, p, outcome));
     }
     let priorities: Vec<u32> = rules.iter().map(|r| r.priority).collect();
-    let out = ctl.table.insert_batch_ref(&rules, batch_mode(atomic));
+    let mut out = std::mem::take(&mut ctl.scratch.inserted);
+    ctl.table
+        .insert_batch_ref_into(&rules, batch_mode(atomic), &mut out);
     *spent = rules;
     ctl.reserve_inserts(out.len());
     let mut per_mask = vec![0usize; masks.len()];
     let mut added = std::mem::take(&mut ctl.scratch.added);
     added.clear();
     added.reserve(out.len());
-    for (((k, r), priority), ix) in at.into_iter().zip(out).zip(priorities).zip(mask_of) {
+    for (((k, r), priority), ix) in at
+        .into_iter()
+        .zip(out.drain(..))
+        .zip(priorities)
+        .zip(mask_of)
+    {
         let o = match r {
             Ok(h) => {
                 let ext = ctl.record_insert_uncounted(h);
@@ -723,6 +732,7 @@ fn apply_add(
         };
         settle(&mut outcome, k, o);
     }
+    ctl.scratch.inserted = out;
     for (m, n) in masks.iter().zip(per_mask) {
         ctl.count_mask(m, n);
     }

@@ -214,14 +214,24 @@ impl<T> Parsed<T> {
 /// that [`is_rule_line`] keeps, found in one pass (`memchr`'s vector search for the newlines;
 /// a line that starts with a visible ASCII character other than `#` needs no trimming to
 /// tell).
+#[cfg(test)]
 fn rule_spans(text: &str) -> (Vec<Span>, usize) {
+    let mut spans = Vec::new();
+    let n = rule_spans_into(text, &mut spans);
+    (spans, n)
+}
+
+/// [`rule_spans`] into `spans` (emptied first; a request's spans are megabytes, so a
+/// connection reuses the vector), returning the number of lines.
+fn rule_spans_into(text: &str, spans: &mut Vec<Span>) -> usize {
+    spans.clear();
     let bytes = text.as_bytes();
     if bytes.is_empty() {
-        return (Vec::new(), 0);
+        return 0;
     }
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     // Sized once: a request has up to a hundred thousand lines.
-    let mut spans = Vec::with_capacity(memchr::memchr_iter(b'\n', body).count() + 1);
+    spans.reserve(memchr::memchr_iter(b'\n', body).count() + 1);
     let (mut start, mut line) = (0, 0);
     for nl in memchr::memchr_iter(b'\n', body).chain(core::iter::once(body.len())) {
         let end = if nl > start && body.get(nl - 1) == Some(&b'\r') {
@@ -237,7 +247,7 @@ fn rule_spans(text: &str) -> (Vec<Span>, usize) {
         line += 1;
         start = nl + 1;
     }
-    (spans, line)
+    line
 }
 
 /// Where [`parse_all`] gets the (empty) vectors it parses into and where it hands back those it
@@ -274,6 +284,10 @@ pub struct ParseBuffers {
     rules: Mutex<Vec<Vec<Rule>>>,
     /// A request text's buffer, emptied.
     text: Mutex<Option<Vec<u8>>>,
+    /// A request's rule line spans, emptied.
+    spans: Mutex<Vec<Span>>,
+    /// The allocation of a request's list of rule lines (empty: it borrows nothing).
+    lines: Mutex<Vec<&'static str>>,
 }
 
 impl ParseBuffers {
@@ -293,6 +307,46 @@ impl ParseBuffers {
         let spare = self.rules.lock().map(|mut r| std::mem::take(&mut *r));
         drop(spare);
         drop(self.take_text());
+        drop(self.spans.lock().map(|mut s| std::mem::take(&mut *s)));
+        drop(self.lines.lock().map(|mut l| std::mem::take(&mut *l)));
+    }
+
+    /// A vector for the next request's spans (emptied when filled).
+    fn take_spans(&self) -> Vec<Span> {
+        self.spans
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default()
+    }
+
+    /// Hands a request's spans back.
+    fn give_spans(&self, s: Vec<Span>) {
+        if let Ok(mut slot) = self.spans.lock() {
+            *slot = s;
+        }
+    }
+
+    /// An empty list of rule lines borrowing from `_text`'s lifetime, in the kept
+    /// allocation: collecting an emptied vector's own iterator into a vector of a same-sized
+    /// type reuses its buffer (no allocation per request once warm).
+    fn take_lines<'a>(&self, _text: &'a str) -> Vec<&'a str> {
+        let mut v = self
+            .lines
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default();
+        v.clear();
+        v.into_iter().map(|s| -> &'a str { s }).collect()
+    }
+
+    /// Gives a list of rule lines back, emptied first (so nothing borrowed is kept).
+    fn give_lines(&self, mut v: Vec<&str>) {
+        v.clear();
+        // Empty: the closure never runs; it only names the element type.
+        let v: Vec<&'static str> = v.into_iter().map(|_| "").collect();
+        if let Ok(mut slot) = self.lines.lock() {
+            *slot = v;
+        }
     }
 
     /// Hands a request's text buffer back.
@@ -500,12 +554,18 @@ impl PreparedText {
         self.spans.len()
     }
 
-    /// The rule lines' texts.
+    /// The rule lines' texts (in the connection's kept list, if it has one).
     fn lines(&self) -> Vec<&str> {
-        self.spans
-            .iter()
-            .map(|s| self.text.get(s.start..s.end).unwrap_or(""))
-            .collect()
+        let mut v = match &self.bufs {
+            Some(b) => b.take_lines(&self.text),
+            None => Vec::with_capacity(self.spans.len()),
+        };
+        v.extend(
+            self.spans
+                .iter()
+                .map(|s| self.text.get(s.start..s.end).unwrap_or("")),
+        );
+        v
     }
 
     /// The text of the `k`-th rule line.
@@ -537,6 +597,9 @@ impl PreparedText {
                 &Fresh,
             )),
         };
+        if let Some(b) = &self.bufs {
+            b.give_lines(lines);
+        }
         self.masks = match &mut parsed {
             ParsedLines::Rules(r) => std::mem::take(&mut r.masks).finish(),
             ParsedLines::Dels(_) => MaskIndex::default(),
@@ -566,7 +629,8 @@ impl Switch {
         text: String,
         bufs: Option<Arc<ParseBuffers>>,
     ) -> Result<PreparedText, SwitchError> {
-        let (spans, n_lines) = rule_spans(&text);
+        let mut spans = bufs.as_ref().map(|b| b.take_spans()).unwrap_or_default();
+        let n_lines = rule_spans_into(&text, &mut spans);
         check_batch(spans.len())?;
         let mut p = PreparedText {
             op,
@@ -613,6 +677,7 @@ impl Switch {
         if let Some(b) = p.bufs.take() {
             b.give(spent);
             b.give_text(std::mem::take(&mut p.text).into_bytes());
+            b.give_spans(std::mem::take(&mut p.spans));
         }
         reply
     }
@@ -991,6 +1056,26 @@ mod tests {
         let t = b.take_text();
         assert!(t.is_empty() && t.capacity() >= 3);
         assert_eq!(b.take_text().capacity(), 0);
+        // Spans and the list of lines: reused, and what comes back is empty.
+        let text = String::from("a\n# b\nc\n");
+        let mut spans = b.take_spans();
+        assert_eq!(rule_spans_into(&text, &mut spans), 3);
+        assert_eq!(spans.len(), 2);
+        let cap = spans.capacity();
+        b.give_spans(spans);
+        let mut spans = b.take_spans();
+        assert_eq!(spans.capacity(), cap);
+        assert_eq!(rule_spans_into("x", &mut spans), 1);
+        assert_eq!(spans.len(), 1, "emptied before it is filled");
+        let mut lines = b.take_lines(&text);
+        lines.extend(text.lines());
+        let cap = lines.capacity();
+        b.give_lines(lines);
+        let lines = b.take_lines("");
+        assert!(lines.is_empty() && lines.capacity() == cap);
+        b.release();
+        assert_eq!(b.take_spans().capacity(), 0);
+        assert_eq!(b.take_lines("").capacity(), 0);
     }
 
     #[test]

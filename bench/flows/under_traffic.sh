@@ -19,22 +19,25 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 n=$(grep -cv -e '^[[:space:]]*$' -e '^[[:space:]]*#' "$RULES" || true)
 [[ $n -gt 0 ]] || { echo "$RULES: no rule lines" >&2; exit 2; }
 log=$(mktemp /tmp/sluice-under-traffic.XXXXXX)
+# Made before the e2e run starts: its work directory is the one newer than this.
+stamp=$(mktemp /tmp/sluice-under-traffic-stamp.XXXXXX)
+sleep 0.05
 e2e=""
 cleanup() {
     if [[ -n $e2e ]] && kill -0 "$e2e" 2>/dev/null; then
         kill "$e2e" 2>/dev/null || true
         wait "$e2e" 2>/dev/null || true
     fi
-    rm -f "$log" "$log.add"
+    rm -f "$log" "$log.add" "$stamp"
 }
 trap cleanup EXIT
 "$ROOT/bench/e2e/run.sh" --systems sluice --seconds "$SECS" --rounds 1 --streams 1 --no-install \
     --sluice "$BIN" >"$log" 2>&1 &
 e2e=$!
-# The run's work directory: the e2e one made after our log file, holding the daemon's socket.
+# The run's work directory: the e2e one made after the stamp, holding the daemon's socket.
 work=""
 for _ in $(seq 600); do
-    work=$(find /tmp -maxdepth 1 -name 'sluice-e2e.*' -type d -newer "$log" | head -1)
+    work=$(find /tmp -maxdepth 1 -name 'sluice-e2e.*' -type d -newer "$stamp" | head -1)
     if [[ -n $work && -S $work/sluice.sock ]] && pgrep -P "$e2e" -f "iperf3 -c" >/dev/null; then
         break
     fi

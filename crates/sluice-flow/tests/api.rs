@@ -443,3 +443,23 @@ fn insert_into_a_reused_vector_gives_what_insert_returns() {
     }
     assert_eq!(b.len(), 3);
 }
+
+/// The same on several insert threads (a batch big enough to be split over them), with
+/// duplicates in the batch.
+#[test]
+fn insert_into_a_reused_vector_on_threads() {
+    let n = sluice_flow::PARALLEL_MIN_BATCH + 100;
+    let mut batch: Vec<Rule> = (0..n).map(|i| bench::bench_rule(i, 8)).collect();
+    batch[500] = batch[3].clone();
+    let config = TableConfig {
+        insert_threads: 2,
+        ..TableConfig::default()
+    };
+    let (mut a, mut b) = (FlowTable::new(config), FlowTable::new(config));
+    let want = a.insert_batch_ref(&batch, BatchMode::BestEffort);
+    let mut out = vec![Err(RuleError::NotFound); 3];
+    b.insert_batch_ref_into(&batch, BatchMode::BestEffort, &mut out);
+    assert_eq!(out, want);
+    assert!(matches!(out[500], Err(RuleError::Duplicate { .. })));
+    assert_eq!(b.len(), n - 1);
+}

@@ -20,7 +20,8 @@
 //!   on `SIGINT`/`SIGTERM` ([`signal::stop_on_signals`]).
 //! - [`sched`]: CPU affinity and `SCHED_FIFO` for threads (the system calls of the kernel GRO
 //!   oracle, which itself lives in the dev-only `sluice-testkit` crate).
-//! - [`memory`]: the allocator setting `sluice run` takes (glibc's mapping threshold fixed).
+//! - [`memory`]: the allocator setting `sluice run` takes (glibc's mapping threshold
+//!   fixed).
 //!
 //! Everything here but [`memory`] needs root (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN` for `setns`, `CAP_SYS_NICE` for
 //! `SCHED_FIFO`). The ports themselves run no programs; [`Netns`] and [`VethPair`] (tests, the

@@ -575,6 +575,7 @@ fn read_requests(
         // buffer: a program may hold its connection open for hours between loads.
         let idle = |line: &mut Vec<u8>| {
             bufs.release();
+            switch.release_batch_buffers();
             if line.capacity() > IDLE_LINE_BYTES {
                 *line = Vec::new();
             }
@@ -582,6 +583,7 @@ fn read_requests(
         let work = match next_request_idle(&mut reader, &mut line, stop, idle)? {
             Incoming::End => {
                 bufs.release();
+                switch.release_batch_buffers();
                 return Ok(());
             }
             Incoming::Request(req) => read_work(switch, req, Some(bufs)),

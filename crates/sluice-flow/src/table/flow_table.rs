@@ -222,7 +222,9 @@ impl FlowTable {
 
     /// [`FlowTable::insert_batch_ref`] with the results written into `out` (emptied first),
     /// for a caller that keeps that vector from one batch to the next: a big batch's results
-    /// are megabytes, and a fresh vector's pages fault in as it is filled.
+    /// are megabytes, and a fresh vector's pages fault in as it is filled. (A batch inserted
+    /// on several threads, [`TableConfig::insert_threads`], still gathers its results in a
+    /// vector of its own first, then copies them into `out`.)
     pub fn insert_batch_ref_into(
         &mut self,
         rules: &[Rule],

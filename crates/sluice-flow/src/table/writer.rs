@@ -122,7 +122,7 @@ impl WriterState {
 
     /// Inserts a prepared batch on this thread, in order, a group at a time: the group's
     /// bucket reads are started together (they miss the cache in big tables), then its rules
-    /// are inserted.
+    /// are inserted. Each rule's result is appended to `out` (not emptied first).
     #[inline]
     pub(super) fn insert_in_order(
         &mut self,

@@ -1,7 +1,7 @@
 //! Rule batches as text (`flow_add_text` / `flow_del_text` / `flow_mod_text`): the rules of a
 //! request are one newline-separated string. The lines are parsed on several threads *outside*
 //! the control lock; the lock is held only to check the quotas and apply the parsed batch with
-//! one `insert_batch_ref` (or `delete_batch`, `modify_batch`). Only the failures come back, with their line number and
+//! one `insert_batch_ref_into` (or `delete_batch`, `modify_batch`). Only the failures come back, with their line number and
 //! the offending token marked; the handles of the rules that succeeded come back as runs of
 //! consecutive handles (a whole file loaded in order is one run per request).
 
@@ -210,10 +210,7 @@ impl<T> Parsed<T> {
     }
 }
 
-/// The rule lines of `text` as spans, and the number of lines: the lines of [`text_lines`]
-/// that [`is_rule_line`] keeps, found in one pass (`memchr`'s vector search for the newlines;
-/// a line that starts with a visible ASCII character other than `#` needs no trimming to
-/// tell).
+/// [`rule_spans_into`] into a new vector.
 #[cfg(test)]
 fn rule_spans(text: &str) -> (Vec<Span>, usize) {
     let mut spans = Vec::new();
@@ -221,8 +218,11 @@ fn rule_spans(text: &str) -> (Vec<Span>, usize) {
     (spans, n)
 }
 
-/// [`rule_spans`] into `spans` (emptied first; a request's spans are megabytes, so a
-/// connection reuses the vector), returning the number of lines.
+/// The rule lines of `text` as spans into `spans` (emptied first; a request's spans are
+/// megabytes, so a connection reuses the vector), returning the number of lines: the lines of
+/// [`text_lines`] that [`is_rule_line`] keeps, found in one pass (`memchr`'s vector search for
+/// the newlines; a line that starts with a visible ASCII character other than `#` needs no
+/// trimming to tell).
 fn rule_spans_into(text: &str, spans: &mut Vec<Span>) -> usize {
     spans.clear();
     let bytes = text.as_bytes();
@@ -610,6 +610,14 @@ impl PreparedText {
 }
 
 impl Switch {
+    /// Drops the vectors text batches keep under the control lock between batches (up to
+    /// about 6.4 MB after batches of a hundred thousand rules): for a control connection that
+    /// goes idle or ends, as it drops its own parse buffers.
+    pub fn release_batch_buffers(&self) {
+        let spare = std::mem::take(&mut self.control().scratch);
+        drop(spare);
+    }
+
     /// The port names, without the control lock.
     fn port_names(&self) -> PortNames {
         PortNames::clone(&self.names.get())
@@ -709,7 +717,8 @@ impl Switch {
 /// The vectors a text batch fills under the control lock, kept from one batch to the next: a
 /// batch of a hundred thousand rules fills megabytes of each, and a vector made afresh for
 /// each batch is a fresh mapping whose every page faults in (`sluice run` has `malloc` map
-/// every big allocation: `sluice_ports::memory`).
+/// every big allocation: `sluice_ports::memory`). Dropped when a control connection goes idle
+/// or ends ([`Switch::release_batch_buffers`]), as its parse buffers are.
 #[derive(Debug, Default)]
 pub(super) struct BatchScratch {
     /// Each rule line's outcome (see [`Parsed::outcome_into`]).
@@ -1034,7 +1043,7 @@ mod tests {
     }
 
     /// Handed-back vectors come back empty with their capacity; at most [`SPARE_RULE_VECS`]
-    /// are kept, and one text buffer.
+    /// are kept, and one text buffer, one span vector and one list of lines.
     #[test]
     fn parse_buffers_are_reused_and_bounded() {
         let b = ParseBuffers::default();

@@ -326,10 +326,10 @@ impl ParseBuffers {
         }
     }
 
-    /// An empty list of rule lines borrowing from `_text`'s lifetime, in the kept
-    /// allocation: collecting an emptied vector's own iterator into a vector of a same-sized
-    /// type reuses its buffer (no allocation per request once warm).
-    fn take_lines<'a>(&self, _text: &'a str) -> Vec<&'a str> {
+    /// An empty list of rule lines, of any lifetime, in the kept allocation: collecting an
+    /// emptied vector's own iterator into a vector of a same-sized type reuses its buffer (no
+    /// allocation per request once warm).
+    fn take_lines<'a>(&self) -> Vec<&'a str> {
         let mut v = self
             .lines
             .lock()
@@ -557,7 +557,7 @@ impl PreparedText {
     /// The rule lines' texts (in the connection's kept list, if it has one).
     fn lines(&self) -> Vec<&str> {
         let mut v = match &self.bufs {
-            Some(b) => b.take_lines(&self.text),
+            Some(b) => b.take_lines(),
             None => Vec::with_capacity(self.spans.len()),
         };
         v.extend(
@@ -729,6 +729,18 @@ pub(super) struct BatchScratch {
     inserted: Vec<Result<sluice_flow::Handle, RuleError>>,
 }
 
+/// Every rule line's outcome so far (those that did not parse have failed), in the vector
+/// kept from the last batch; [`finish`] turns it into the reply and keeps it again.
+fn start<T>(
+    ctl: &mut Control,
+    p: &PreparedText,
+    parsed: &mut Parsed<T>,
+) -> Vec<Result<u64, String>> {
+    let mut outcome = std::mem::take(&mut ctl.scratch.outcome);
+    parsed.outcome_into(&mut outcome, p.spans.len());
+    outcome
+}
+
 /// The reply of a text batch from its `outcome` (emptied, then kept for the next batch).
 fn finish(
     ctl: &mut Control,
@@ -749,8 +761,7 @@ fn apply_add(
     atomic: bool,
     spent: &mut Vec<Rule>,
 ) -> Result<TextBatchReply, SwitchError> {
-    let mut outcome = std::mem::take(&mut ctl.scratch.outcome);
-    parsed.outcome_into(&mut outcome, p.spans.len());
+    let mut outcome = start(ctl, p, &mut parsed);
     let refused = refused_masks(ctl, &masks);
     let (mut rules, mut at) = (parsed.ok, parsed.at);
     if !refused.is_empty() {
@@ -824,8 +835,7 @@ fn apply_del(
     mut parsed: Parsed<DelSpec>,
     atomic: bool,
 ) -> Result<TextBatchReply, SwitchError> {
-    let mut outcome = std::mem::take(&mut ctl.scratch.outcome);
-    parsed.outcome_into(&mut outcome, p.spans.len());
+    let mut outcome = start(ctl, p, &mut parsed);
     let mut refs = Vec::with_capacity(parsed.ok.len());
     // (rule line, handle, mask, named by its match rather than its handle)
     let mut found: Vec<(usize, Handle, Mask, bool)> = Vec::with_capacity(parsed.ok.len());
@@ -900,8 +910,7 @@ fn apply_mod(
     atomic: bool,
     spent: &mut Vec<Rule>,
 ) -> Result<TextBatchReply, SwitchError> {
-    let mut outcome = std::mem::take(&mut ctl.scratch.outcome);
-    parsed.outcome_into(&mut outcome, p.spans.len());
+    let mut outcome = start(ctl, p, &mut parsed);
     let mut changes: Vec<(RuleRef, ActionList)> = Vec::with_capacity(parsed.ok.len());
     let mut found: Vec<(usize, Handle)> = Vec::with_capacity(parsed.ok.len());
     let targets: Vec<(&sluice_flow::Match, u32)> =
@@ -1076,15 +1085,15 @@ mod tests {
         assert_eq!(spans.capacity(), cap);
         assert_eq!(rule_spans_into("x", &mut spans), 1);
         assert_eq!(spans.len(), 1, "emptied before it is filled");
-        let mut lines = b.take_lines(&text);
+        let mut lines = b.take_lines();
         lines.extend(text.lines());
         let cap = lines.capacity();
         b.give_lines(lines);
-        let lines = b.take_lines("");
+        let lines = b.take_lines();
         assert!(lines.is_empty() && lines.capacity() == cap);
         b.release();
         assert_eq!(b.take_spans().capacity(), 0);
-        assert_eq!(b.take_lines("").capacity(), 0);
+        assert_eq!(b.take_lines().capacity(), 0);
     }
 
     #[test]

@@ -63,10 +63,12 @@ pub fn flow_batch_daemon(
         args: rules.len(),
         file: batch.map(|p| p.display().to_string()),
     };
-    // The file is read as it is sent: the daemon starts on the first chunk at once.
+    // The file is read as it is sent: the daemon starts on the first chunk at once. The
+    // chunker reads a megabyte at a time, which a `BufReader` smaller than that passes
+    // straight to the file (a bigger one would copy it through its own buffer).
     let file: Box<dyn BufRead + Send> = match batch {
         Some(p) => Box::new(BufReader::with_capacity(
-            1 << 20,
+            64 << 10,
             File::open(p).with_context(|| format!("cannot read {}", p.display()))?,
         )),
         None => Box::new(io::empty()),

@@ -8,7 +8,7 @@
 use super::{Client, MAX_LINE};
 use crate::switch::{is_rule_line, FlowResult, TextBatchReply, MAX_BATCH};
 use serde_json::Value;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Read, Write};
 
 /// Most bytes of text in one request (half of [`MAX_LINE`], the most a daemon takes after one
 /// request line).
@@ -16,6 +16,9 @@ pub const CHUNK_BYTES: usize = MAX_LINE / 2;
 
 /// Rule lines of the first request of a stream (the next ones double up to [`MAX_BATCH`]).
 pub const FIRST_CHUNK: usize = 8192;
+
+/// Bytes the chunker asks its source for at a time.
+const READ_BLOCK: usize = 1 << 20;
 
 /// One request's share of a rules text: whole lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,43 +103,60 @@ impl<R: BufRead> RuleChunker<R> {
 
     /// The next chunk and its text, `None` at the end. A line that is not UTF-8 is an
     /// `InvalidData` error holding a [`NotUtf8`].
+    ///
+    /// The source is read a buffer at a time (not a line at a time): the whole lines of what
+    /// was read are checked for UTF-8 in one pass and cut at newlines found by `memchr`, and
+    /// the bytes read past the chunk's end are carried to the next chunk.
     pub fn next_chunk(&mut self) -> io::Result<Option<(RuleChunk, String)>> {
+        let Some((chunk, text)) = self.next_text()? else {
+            return Ok(None);
+        };
+        let text =
+            String::from_utf8(text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        Ok(Some((chunk, text)))
+    }
+
+    /// [`RuleChunker::next_chunk`] with the chunk's text as the bytes it was read in (checked
+    /// to be UTF-8 line by line: the sender writes them without a second pass).
+    fn next_text(&mut self) -> io::Result<Option<(RuleChunk, Vec<u8>)>> {
         let mut buf = std::mem::take(&mut self.spare);
         buf.clear();
         buf.append(&mut self.carry);
-        let (mut lines, mut rules, mut size) = (0usize, 0usize, 0usize);
-        let mut start = 0;
+        let (mut lines, mut rules) = (0usize, 0usize);
+        // `buf[..done]`: the chunk's whole lines so far; `buf[done..searched]` has no newline.
+        let (mut done, mut searched) = (0usize, 0usize);
         loop {
-            if lines > 0 || buf.is_empty() {
-                start = buf.len();
-                if self.eof || self.src.read_until(b'\n', &mut buf)? == 0 {
-                    self.eof = true;
-                    break;
-                }
-                // A last line without its newline: the source has ended already.
-                self.eof = buf.last() != Some(&b'\n');
-            }
-            let line = buf.get(start..).unwrap_or(&[]);
-            let Ok(text) = std::str::from_utf8(line) else {
-                if lines > 0 {
-                    // The chunk so far is good: send it; the next call reports this line.
-                    self.carry = buf.split_off(start);
-                    break;
-                }
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    NotUtf8 { line: self.line_no },
-                ));
+            let whole_end = if self.eof {
+                // Every byte left is in a whole line (the last one may lack its newline).
+                buf.len()
+            } else {
+                let tail = buf.get(searched..).unwrap_or(&[]);
+                memchr::memrchr(b'\n', tail).map_or(done, |p| searched + p + 1)
             };
-            let rule = is_rule_line(text);
-            let cost = line.len();
-            if lines > 0 && (size + cost > self.max_bytes || (rule && rules + 1 > self.limit)) {
-                self.carry = buf.split_off(start);
+            if whole_end > done {
+                match self.take_lines(&buf, done, whole_end, &mut lines, &mut rules)? {
+                    Some(cut) => {
+                        self.carry = buf.split_off(cut);
+                        break;
+                    }
+                    None => done = whole_end,
+                }
+            }
+            searched = buf.len();
+            if self.eof {
                 break;
             }
-            lines += 1;
-            rules += usize::from(rule);
-            size += cost;
+            // Straight into the chunk's buffer (a `BufReader` at most this big passes a read
+            // this big through without copying it into its own buffer first).
+            buf.reserve(READ_BLOCK);
+            let n = (&mut self.src)
+                .take(READ_BLOCK as u64)
+                .read_to_end(&mut buf)?;
+            if n < READ_BLOCK {
+                // The source ended (`take` reads until its limit or the end). Never read
+                // again: a terminal would wait for another end of file.
+                self.eof = true;
+            }
         }
         if lines == 0 {
             return Ok(None);
@@ -150,10 +170,60 @@ impl<R: BufRead> RuleChunker<R> {
         self.pos = chunk.end;
         self.line_no += lines;
         self.limit = self.limit.saturating_mul(2).min(self.max_rules);
-        // Every line was checked above.
-        let text =
-            String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        Ok(Some((chunk, text)))
+        Ok(Some((chunk, buf)))
+    }
+
+    /// Adds the whole lines of `buf[from..to]` to the chunk (`lines`, `rules`; the chunk is
+    /// `buf[..from]` so far) until one does not fit: `Some(where it starts)` then, `None` when
+    /// all fit. A line that is not UTF-8 ends the chunk before it, or is the error when it
+    /// would be the chunk's first.
+    fn take_lines(
+        &self,
+        buf: &[u8],
+        from: usize,
+        to: usize,
+        lines: &mut usize,
+        rules: &mut usize,
+    ) -> io::Result<Option<usize>> {
+        let region = buf.get(from..to).unwrap_or(&[]);
+        // Where the first byte that is not UTF-8 is, if any (a sequence never spans a
+        // newline, so every line before the one holding it is good).
+        let bad = std::str::from_utf8(region)
+            .err()
+            .map(|e| from + e.valid_up_to());
+        let mut at = from;
+        while at < to {
+            let rest = buf.get(at..to).unwrap_or(&[]);
+            let end = memchr::memchr(b'\n', rest).map_or(to, |p| at + p + 1);
+            if bad.is_some_and(|b| b < end) {
+                if *lines > 0 {
+                    // The chunk so far is good: send it; the next call reports this line.
+                    return Ok(Some(at));
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    NotUtf8 { line: self.line_no },
+                ));
+            }
+            let rule = rule_bytes(buf.get(at..end).unwrap_or(&[]));
+            if *lines > 0 && (end > self.max_bytes || (rule && *rules + 1 > self.limit)) {
+                return Ok(Some(at));
+            }
+            *lines += 1;
+            *rules += usize::from(rule);
+            at = end;
+        }
+        Ok(None)
+    }
+}
+
+/// [`is_rule_line`] of a line known to be UTF-8, answered from its first byte when that is a
+/// printable ASCII character (every line of a machine-written rules file).
+#[inline]
+fn rule_bytes(line: &[u8]) -> bool {
+    match line.first() {
+        Some(&b) if b.is_ascii_graphic() => b != b'#',
+        _ => std::str::from_utf8(line).is_ok_and(is_rule_line),
     }
 }
 
@@ -211,19 +281,19 @@ pub fn encode_text_request(text: &str, op: TextOp, atomic: bool) -> io::Result<V
 
 /// Writes the request carrying `text` to `w`: a line that says how many bytes of text follow
 /// (`text_bytes`), then the text unescaped — nothing for either side to encode or decode.
-pub fn write_text_request(
-    mut w: impl Write,
-    text: &str,
-    op: TextOp,
-    atomic: bool,
-) -> io::Result<()> {
+pub fn write_text_request(w: impl Write, text: &str, op: TextOp, atomic: bool) -> io::Result<()> {
+    write_text_bytes(w, text.as_bytes(), op, atomic)
+}
+
+/// [`write_text_request`] of a text already known to be UTF-8, as bytes.
+fn write_text_bytes(mut w: impl Write, text: &[u8], op: TextOp, atomic: bool) -> io::Result<()> {
     let cmd = op.cmd();
     let n = text.len();
     writeln!(
         w,
         "{{\"cmd\":\"{cmd}\",\"atomic\":{atomic},\"text_bytes\":{n}}}"
     )?;
-    w.write_all(text.as_bytes())
+    w.write_all(text)
 }
 
 impl Client {
@@ -258,8 +328,8 @@ impl Client {
             // (An all-or-nothing batch is one request, as big as it may be.)
             chunker = chunker.ramp_from(FIRST_CHUNK);
         }
-        let mut first = chunker.next_chunk()?;
-        if atomic && first.is_some() && chunker.next_chunk()?.is_some() {
+        let mut first = chunker.next_text()?;
+        if atomic && first.is_some() && chunker.next_text()?.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -282,12 +352,12 @@ impl Client {
                 loop {
                     let next = match first.take() {
                         Some(c) => Some(c),
-                        None => chunker.next_chunk()?,
+                        None => chunker.next_text()?,
                     };
                     let Some((c, part)) = next else { break };
-                    write_text_request(&mut out, &part, op, atomic)?;
+                    write_text_bytes(&mut out, &part, op, atomic)?;
                     out.flush()?;
-                    chunker.recycle(part);
+                    chunker.spare = part;
                     if sent_tx.send(c).is_err() {
                         break; // the reading side gave up
                     }
@@ -603,5 +673,85 @@ mod tests {
         drop(c);
         // One read saw the end (a terminal's ^D); none after it.
         assert_eq!(src.after_end, 1);
+    }
+
+    /// A chunk's `(first_line, rules, text)`, or the line that is not UTF-8.
+    type ModelChunk = Result<(usize, usize, Vec<u8>), usize>;
+
+    /// What the chunker must give, computed a line at a time: chunks of `(first_line, rules,
+    /// text)`, then `Err(line)` for the first line that is not UTF-8 (if any).
+    fn model(bytes: &[u8], max_rules: usize, max_bytes: usize, first: usize) -> Vec<ModelChunk> {
+        let mut lines: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').collect();
+        lines.retain(|l| !l.is_empty());
+        let mut out = Vec::new();
+        let (mut i, mut limit) = (0, first.clamp(1, max_rules));
+        while i < lines.len() {
+            let (start, mut rules, mut size, mut text) = (i, 0, 0, Vec::new());
+            while let Some(l) = lines.get(i) {
+                let Ok(t) = std::str::from_utf8(l) else { break };
+                let rule = is_rule_line(t);
+                if i > start && (size + l.len() > max_bytes || (rule && rules + 1 > limit)) {
+                    break;
+                }
+                rules += usize::from(rule);
+                size += l.len();
+                text.extend_from_slice(l);
+                i += 1;
+            }
+            if i == start {
+                out.push(Err(i));
+                return out;
+            }
+            out.push(Ok((start, rules, text)));
+            limit = (limit * 2).min(max_rules);
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Read through buffers of any size (lines cross reads), the chunks are the model's:
+        /// the same cuts, rule counts, line numbers and the same line named when one is not
+        /// UTF-8.
+        #[test]
+        fn chunks_match_a_line_at_a_time_model(
+            parts in proptest::collection::vec(0usize..9, 0..60),
+            cap in 1usize..64,
+            max_rules in 1usize..8,
+            max_bytes in 1usize..200,
+            first in 1usize..8,
+            end_newline: bool,
+        ) {
+            const PIECES: [&[u8]; 9] = [
+                b"prio 1 action drop\n", b"# note\n", b"\n", b"  prio 2 action drop\n",
+                b"\t# indented note\n", b"prio 3 \xc3\xa9 action drop\n", b"\xc2\xa0prio 4\n",
+                b"prio \xff bad\n", b"   \n",
+            ];
+            let mut bytes: Vec<u8> = parts.iter().flat_map(|&k| PIECES[k].iter().copied()).collect();
+            if !end_newline && bytes.last() == Some(&b'\n') {
+                bytes.pop();
+            }
+            let want = model(&bytes, max_rules, max_bytes, first);
+            let src = io::BufReader::with_capacity(cap, &bytes[..]);
+            let mut c = RuleChunker::new(src, max_rules, max_bytes).ramp_from(first);
+            let mut got = Vec::new();
+            let mut pos = 0;
+            loop {
+                match c.next_chunk() {
+                    Ok(Some((chunk, text))) => {
+                        proptest::prop_assert_eq!(chunk.start, pos);
+                        proptest::prop_assert_eq!(chunk.end, pos + text.len());
+                        pos = chunk.end;
+                        got.push(Ok((chunk.first_line, chunk.rules, text.into_bytes())));
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let bad = e.get_ref().and_then(|x| x.downcast_ref::<NotUtf8>()).copied();
+                        got.push(Err(bad.map_or(usize::MAX, |b| b.line)));
+                        break;
+                    }
+                }
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }

@@ -104,6 +104,13 @@ pub trait Absorb<Op> {
     /// Applies one operation. `published` is the copy readers see, to which the same operation
     /// was applied before it was published (a log can refer to data there instead of copying it).
     fn absorb(&mut self, op: &Op, ctx: &Self::Context, published: &Self);
+    /// Applies a whole log, in order: [`Absorb::absorb`] of each operation unless the state
+    /// does better with the log at hand (e.g. by reading ahead of the operation it applies).
+    fn absorb_log(&mut self, ops: &[Op], ctx: &Self::Context, published: &Self) {
+        for op in ops {
+            self.absorb(op, ctx, published);
+        }
+    }
     /// Called after a whole log was applied (e.g. to re-sort).
     fn finish(&mut self);
 }
@@ -161,9 +168,7 @@ impl<T: Absorb<Op> + Clone, Op> Writer<T, Op> {
         };
         if let Some(t) = Arc::get_mut(&mut self.standby) {
             if let Some(p) = &published {
-                for op in &pending {
-                    t.absorb(op, ctx, p);
-                }
+                t.absorb_log(&pending, ctx, p);
                 t.finish();
             }
             pending.clear();

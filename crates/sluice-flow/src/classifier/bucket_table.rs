@@ -383,11 +383,24 @@ impl<const N: usize> BucketTable<N> {
         Ok(())
     }
 
-    /// Removes a rule: `(removed, entry_gone)`.
-    pub(super) fn remove(&mut self, g: &[u64; N], h: u64, prio: u32, handle: u32) -> (bool, bool) {
-        let Some((pos, i)) = self.locate(g, h) else {
-            return (false, false);
-        };
+    /// Removes a rule of entry `i`, whose key hashes to `h`: `(removed, entry_gone)`. No key
+    /// is compared: the entry is known, so its bucket is the one that names it.
+    pub(super) fn remove_entry(&mut self, i: u32, h: u64, prio: u32, handle: u32) -> (bool, bool) {
+        let mask = self.mask();
+        let want = (h >> 32) << 32 | u64::from(i.wrapping_add(1));
+        let mut pos = self.home(h);
+        loop {
+            match self.buckets.get(pos) {
+                Some(&b) if b == want => return self.remove_at(pos, i as usize, prio, handle),
+                Some(&b) if b != 0 => pos = (pos + 1) & mask,
+                _ => return (false, false),
+            }
+        }
+    }
+
+    /// Removes the rule of priority `prio` and handle `handle` from entry `i`, whose bucket is
+    /// `pos`: `(removed, entry_gone)`.
+    fn remove_at(&mut self, pos: usize, i: usize, prio: u32, handle: u32) -> (bool, bool) {
         let key = i as u32;
         let r = rank(prio, handle);
         let Some(e) = self.entries.get_mut(i) else {

@@ -11,6 +11,12 @@ use crate::key::FlowKey;
 /// Inserts whose bucket reads are started together (see [`Classifier::touch`]).
 pub(crate) const GROUP: usize = 16;
 
+/// Removals ahead of the current one whose entry keys a run of removals asks into cache (see
+/// [`Classifier::prefetch_removal`]).
+pub(crate) const KEY_AHEAD: usize = 16;
+/// Removals ahead of the current one whose home buckets it asks into cache.
+pub(crate) const BUCKET_AHEAD: usize = 8;
+
 /// One copy of the whole classifier.
 #[derive(Debug, Clone, Default)]
 pub struct Classifier {
@@ -137,6 +143,20 @@ impl Classifier {
     /// The key of entry `entry` of subtable `id` (as a record names it).
     pub(crate) fn entry_key(&self, id: u32, entry: u32) -> Option<FlowKey> {
         self.subtables.get(id as usize)?.as_ref()?.entry_key(entry)
+    }
+
+    /// Asks for what removing entry `entry` of subtable `id` reads, `ahead` removals before
+    /// it: at [`KEY_AHEAD`] the entry's key, at [`BUCKET_AHEAD`] the home bucket it hashes to
+    /// (a hint only: nothing changes, whatever comes between).
+    #[inline(always)]
+    pub(crate) fn prefetch_removal(&self, id: u32, entry: u32, ahead: usize) {
+        if let Some(Some(st)) = self.subtables.get(id as usize) {
+            if ahead == KEY_AHEAD {
+                st.prefetch_key(entry);
+            } else {
+                st.prefetch_bucket(entry);
+            }
+        }
     }
 
     /// Bytes of heap the hash tables hold (capacity of buckets and entries).

@@ -62,7 +62,7 @@ mod subtable;
 
 pub(crate) use bucket_table::{StoredRule, RULE_BYTES_PER_COPY};
 pub use copy::Classifier;
-pub(crate) use copy::GROUP;
+pub(crate) use copy::{BUCKET_AHEAD, GROUP, KEY_AHEAD};
 pub use exact_cache::ExactCache;
 pub use lookup::HitRef;
 pub(crate) use ops::{Op, RuleRecord};

@@ -6,7 +6,7 @@ use super::bucket_table::{StoredRule, JOINED};
 use super::copy::Classifier;
 use super::subtable::Subtable;
 use crate::action::ActionList;
-use crate::key::{FlowKey, Mask};
+use crate::key::Mask;
 
 /// One change to a classifier copy.
 #[derive(Debug, Clone)]
@@ -21,10 +21,11 @@ pub(crate) enum Op {
     /// only: the first copy gets the rules through [`Classifier::insert`], and the records are
     /// unchanged until the replay). Consecutive handles share one operation.
     InsertRecorded { first: u32, count: u32 },
-    /// Removes a rule.
+    /// Removes a rule. The rule is found by its entry's index (the same in both copies), not
+    /// by its key: no key to copy into the log, pack or compare.
     Remove {
         id: u32,
-        key: Box<FlowKey>,
+        entry: u32,
         prio: u32,
         handle: u32,
     },
@@ -131,10 +132,10 @@ impl Classifier {
             Op::InsertRecorded { .. } => {}
             Op::Remove {
                 id,
-                key,
+                entry,
                 prio,
                 handle,
-            } => self.remove(*id, key, *prio, *handle),
+            } => self.remove(*id, *entry, *prio, *handle),
             Op::SetActions {
                 id,
                 entry,
@@ -164,11 +165,12 @@ impl Classifier {
         self.dirty = true;
     }
 
-    /// Removes the rule of priority `prio` and handle `handle` with `key` from subtable `id`.
-    fn remove(&mut self, id: u32, key: &FlowKey, prio: u32, handle: u32) {
+    /// Removes the rule of priority `prio` and handle `handle` in entry `entry` from subtable
+    /// `id`.
+    fn remove(&mut self, id: u32, entry: u32, prio: u32, handle: u32) {
         if let Some(Some(st)) = self.subtables.get_mut(id as usize) {
             let before = st.max_prio();
-            if st.remove(key, prio, handle) {
+            if st.remove_entry(entry, prio, handle) {
                 self.rules -= 1;
                 if st.max_prio() != before {
                     self.dirty = true;

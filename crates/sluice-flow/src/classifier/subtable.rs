@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use hashbrown::HashTable;
 
 use super::bucket_table::{BucketTable, StoredRule, JOINED, NARROW, SMALL};
+use super::hint::prefetch_all;
 use super::key_select::{avalanche, fold_mul, hash_words, KeySelector, K0, K1};
 use crate::key::{same_words, FlowKey, Mask, KEY_WORDS};
 
@@ -628,11 +629,15 @@ impl Subtable {
         })
     }
 
-    pub(super) fn remove(&mut self, key: &FlowKey, prio: u32, handle: u32) -> bool {
+    /// Removes the rule of priority `prio` and handle `handle` from entry `entry` (found by
+    /// the entry's own key: no key to pack or compare).
+    pub(super) fn remove_entry(&mut self, entry: u32, prio: u32, handle: u32) -> bool {
         let ((removed, gone), hs) = with_table!(&mut self.table, t, N => {
-            let g = self.sel.pack::<N>(key);
+            let Some(g) = t.key_of(entry).copied() else {
+                return false;
+            };
             let (hs, h) = self.sel.hashes(&g);
-            (t.remove(&g, h, prio, handle), hs)
+            (t.remove_entry(entry, h, prio, handle), hs)
         });
         if !removed {
             return false;
@@ -642,6 +647,27 @@ impl Subtable {
         }
         self.priorities.remove(prio);
         true
+    }
+
+    /// Asks entry `entry`'s key into cache: the first step of a removal issued ahead.
+    #[inline(always)]
+    pub(super) fn prefetch_key(&self, entry: u32) {
+        with_table!(&self.table, t, N => {
+            if let Some(g) = t.key_of(entry) {
+                prefetch_all(g);
+            }
+        })
+    }
+
+    /// Asks the home bucket of entry `entry`'s key into cache: the second step of a removal
+    /// issued ahead (the key should be in cache by now).
+    #[inline(always)]
+    pub(super) fn prefetch_bucket(&self, entry: u32) {
+        with_table!(&self.table, t, N => {
+            if let Some(g) = t.key_of(entry) {
+                t.prefetch_home(self.sel.hashes(g).1);
+            }
+        })
     }
 
     pub(super) fn set_actions(&mut self, entry: u32, prio: u32, handle: u32, action: u32) {

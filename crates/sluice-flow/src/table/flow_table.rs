@@ -8,7 +8,7 @@ use super::intern::{ActionLists, Idr, Masks};
 use super::reader::Reader;
 use super::writer::{Scratch, TableConfig, WriterState, BYTES_PER_RULE};
 use crate::action::ActionList;
-use crate::classifier::{Classifier, Op, PARALLEL_MIN_BATCH};
+use crate::classifier::{Classifier, Op, BUCKET_AHEAD, KEY_AHEAD, PARALLEL_MIN_BATCH};
 use crate::key::{FlowKey, Mask};
 use crate::publish::Writer;
 use crate::rule::{BatchMode, Handle, Match, Rule, RuleError, RuleRef};
@@ -112,6 +112,13 @@ impl FlowTable {
     /// The rule with this handle.
     pub fn rule(&self, h: Handle) -> Option<Rule> {
         self.rule_in(&self.lr.published(), h)
+    }
+
+    /// A number for rule `h`'s mask, the same for every rule of that mask while it has rules
+    /// (a number freed with its mask's last rule may be given to another mask later): for a
+    /// caller that groups many rules by mask without hashing masks.
+    pub fn mask_number(&self, h: Handle) -> Option<u32> {
+        Some(self.w.store.get(h.0 as usize)?.as_ref()?.mask_id)
     }
 
     /// The mask of rule `h` (without reading its key: a deletion by handle needs no more).
@@ -282,33 +289,76 @@ impl FlowTable {
         targets: Vec<RuleRef>,
         mode: BatchMode,
     ) -> Vec<Result<(), RuleError>> {
+        self.delete_with(targets.len(), mode, |i| targets.get(i).cloned())
+    }
+
+    /// [`FlowTable::delete_batch`] of rules named by their handles (no vector of
+    /// [`RuleRef`]s, each as big as a match, to build).
+    pub fn delete_handles(
+        &mut self,
+        handles: &[Handle],
+        mode: BatchMode,
+    ) -> Vec<Result<(), RuleError>> {
+        self.delete_with(handles.len(), mode, |i| {
+            handles.get(i).map(|&h| RuleRef::Handle(h))
+        })
+    }
+
+    /// Deletes the `n` rules `target(0) .. target(n - 1)` name, in order, and publishes.
+    fn delete_with(
+        &mut self,
+        n: usize,
+        mode: BatchMode,
+        target: impl Fn(usize) -> Option<RuleRef>,
+    ) -> Vec<Result<(), RuleError>> {
         let cls = self.lr.standby_mut(&self.w.store);
         let w = &mut self.w;
-        // Resolve every target first, so an all-or-nothing batch fails before changing anything.
-        let mut seen = HashSet::new();
-        let resolved: Vec<Result<u32, RuleError>> = targets
-            .iter()
-            .map(|t| {
-                let h = w.resolve(cls, t)?;
-                if seen.insert(h) {
-                    Ok(h)
-                } else {
-                    // Already deleted earlier in this batch: what a sequential delete would say.
-                    Err(match t {
-                        RuleRef::Handle(_) => RuleError::UnknownHandle(Handle(h)),
-                        RuleRef::Exact { .. } => RuleError::NotFound,
-                    })
+        let mut ops = Vec::with_capacity(n + 1);
+        let mut out = Vec::with_capacity(n);
+        if mode == BatchMode::AllOrNothing {
+            // Resolve every target first, so that a failing batch changes nothing.
+            let mut seen = HashSet::new();
+            let resolved: Vec<Result<u32, RuleError>> = (0..n)
+                .map(|i| {
+                    let t = target(i).ok_or(RuleError::NotFound)?;
+                    let h = w.resolve(cls, &t)?;
+                    if seen.insert(h) {
+                        Ok(h)
+                    } else {
+                        // Already deleted earlier in this batch: what a sequential delete
+                        // would say.
+                        Err(already_gone(&t, h))
+                    }
+                })
+                .collect();
+            if let Some(aborted) = aborted(mode, &resolved) {
+                return aborted;
+            }
+            for (i, r) in resolved.iter().enumerate() {
+                // The keys and buckets of the deletions ahead are asked for while this one
+                // runs.
+                for ahead in [KEY_AHEAD, BUCKET_AHEAD] {
+                    if let Some(Ok(h)) = resolved.get(i + ahead) {
+                        w.prefetch_delete(cls, *h, ahead);
+                    }
                 }
-            })
-            .collect();
-        if let Some(aborted) = aborted(mode, &resolved) {
-            return aborted;
+                out.push(r.clone().map(|h| w.delete_one(cls, &mut ops, Handle(h))));
+            }
+        } else {
+            // Each target resolved as its turn comes: one deleted earlier in the batch is no
+            // longer found, as a sequential delete would find it.
+            for i in 0..n {
+                for ahead in [KEY_AHEAD, BUCKET_AHEAD] {
+                    if let Some(RuleRef::Handle(h)) = target(i + ahead) {
+                        w.prefetch_delete(cls, h.0, ahead);
+                    }
+                }
+                let r = target(i)
+                    .ok_or(RuleError::NotFound)
+                    .and_then(|t| w.resolve(cls, &t));
+                out.push(r.map(|h| w.delete_one(cls, &mut ops, Handle(h))));
+            }
         }
-        let mut ops = Vec::with_capacity(resolved.len() + 1);
-        let out = resolved
-            .into_iter()
-            .map(|r| r.map(|h| w.delete_one(cls, &mut ops, Handle(h))))
-            .collect();
         self.finish(ops);
         out
     }
@@ -359,6 +409,15 @@ impl FlowTable {
 /// The results of an all-or-nothing batch that fails: each target's own error, or
 /// [`RuleError::Aborted`] for the targets that would have succeeded; `None` when the batch goes
 /// ahead (best effort, or every target resolved).
+/// The error for target `t`, resolved to rule `h`, when an earlier target of its batch
+/// named the same rule.
+fn already_gone(t: &RuleRef, h: u32) -> RuleError {
+    match t {
+        RuleRef::Handle(_) => RuleError::UnknownHandle(Handle(h)),
+        RuleRef::Exact { .. } => RuleError::NotFound,
+    }
+}
+
 fn aborted<T>(
     mode: BatchMode,
     resolved: &[Result<u32, RuleError>],

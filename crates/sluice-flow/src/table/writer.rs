@@ -381,16 +381,22 @@ impl WriterState {
     }
 
     /// Deletes a rule known to exist.
+    /// Asks for what deleting rule `h` (a handle in use) reads, `ahead` deletions before it
+    /// ([`Classifier::prefetch_removal`]).
+    #[inline]
+    pub(super) fn prefetch_delete(&self, cls: &Classifier, h: u32, ahead: usize) {
+        if let Some(Some(s)) = self.store.get(h as usize) {
+            cls.prefetch_removal(s.mask_id, s.entry, ahead);
+        }
+    }
+
     pub(super) fn delete_one(&mut self, cls: &mut Classifier, ops: &mut Vec<Op>, h: Handle) {
         let Some(s) = self.store.get_mut(h.0 as usize).and_then(|s| s.take()) else {
             return;
         };
-        let Some(key) = cls.entry_key(s.mask_id, s.entry) else {
-            return;
-        };
         let op = Op::Remove {
             id: s.mask_id,
-            key: Box::new(key),
+            entry: s.entry,
             prio: s.priority,
             handle: h.0,
         };

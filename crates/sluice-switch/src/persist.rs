@@ -315,12 +315,22 @@ impl Control {
     /// Copies of the table's rules `handles` with their switch handles, to put back if a
     /// deletion cannot be recorded (nothing without a store).
     pub(super) fn save_rules(&self, handles: impl Iterator<Item = Handle>) -> Vec<(u64, Rule)> {
+        let mut out = Vec::new();
+        self.save_rules_into(handles, &mut out);
+        out
+    }
+
+    /// [`Control::save_rules`] into `out` (emptied first), a vector kept from batch to batch.
+    pub(super) fn save_rules_into(
+        &self,
+        handles: impl Iterator<Item = Handle>,
+        out: &mut Vec<(u64, Rule)>,
+    ) {
+        out.clear();
         if self.store.is_none() {
-            return Vec::new();
+            return;
         }
-        handles
-            .filter_map(|h| Some((self.ext(h), self.table.rule(h)?)))
-            .collect()
+        out.extend(handles.filter_map(|h| Some((self.ext(h), self.table.rule(h)?))));
     }
 
     /// The current actions of these rules, to put back if a modification cannot be recorded
@@ -460,22 +470,23 @@ impl Control {
     pub(super) fn persist_rules_deleted(
         &mut self,
         results: &[FlowResult],
-        saved: Vec<(u64, Rule)>,
+        mut saved: Vec<(u64, Rule)>,
     ) -> Result<(), SwitchError> {
         let deleted: Vec<u64> = results
             .iter()
             .filter(|r| r.error.is_none())
             .filter_map(|r| r.handle)
             .collect();
-        self.persist_deleted(deleted, saved)
+        self.persist_deleted(deleted, &mut saved)
     }
 
     /// Records the deletion of the rules with these switch handles as one commit; on failure
-    /// puts them back (`saved`). Both `flow_del` and `flow_del_text` end here.
+    /// puts those of them that `saved` holds back (taking them out of `saved`). Both
+    /// `flow_del` and `flow_del_text` end here.
     pub(super) fn persist_deleted(
         &mut self,
         deleted: Vec<u64>,
-        saved: Vec<(u64, Rule)>,
+        saved: &mut Vec<(u64, Rule)>,
     ) -> Result<(), SwitchError> {
         if self.store.is_none() {
             return Ok(());
@@ -483,14 +494,15 @@ impl Control {
         if deleted.is_empty() {
             return Ok(());
         }
-        let gone: HashSet<u64> = deleted.iter().copied().collect();
         let n = deleted.len();
-        let out = self.commit_batch(&[Change::RulesDel(deleted)], n);
+        let mut changes = [Change::RulesDel(deleted)];
+        let out = self.commit_batch(&changes, n);
         if out.is_err() {
-            let back = saved
-                .into_iter()
-                .filter(|(e, _)| gone.contains(e))
-                .collect();
+            let [Change::RulesDel(deleted)] = &mut changes else {
+                return out;
+            };
+            let gone: HashSet<u64> = deleted.drain(..).collect();
+            let back = saved.drain(..).filter(|(e, _)| gone.contains(e)).collect();
             self.restore_rules(back);
         }
         out

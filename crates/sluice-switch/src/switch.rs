@@ -256,6 +256,12 @@ impl Control {
 
     /// Records a rule the table deleted.
     fn record_delete(&mut self, h: Handle, mask: &Mask) {
+        self.forget_rule(h);
+        self.uncount_mask(mask, 1);
+    }
+
+    /// Forgets the counters and switch handle of a rule the table deleted.
+    fn forget_rule(&mut self, h: Handle) {
         for c in &self.rule_counters {
             c.clear(h.0);
         }
@@ -263,8 +269,12 @@ impl Control {
             self.int_of.remove(*slot);
             *slot = 0;
         }
+    }
+
+    /// Takes `gone` deleted rules off the count of `mask`'s rules.
+    fn uncount_mask(&mut self, mask: &Mask, gone: usize) {
         if let Some(n) = self.masks.get_mut(mask) {
-            *n -= 1;
+            *n = n.saturating_sub(gone);
             if *n == 0 {
                 self.masks.remove(mask);
             }

@@ -727,6 +727,9 @@ pub(super) struct BatchScratch {
     added: Vec<(u64, u32, usize)>,
     /// The table's result for each rule inserted.
     inserted: Vec<Result<sluice_flow::Handle, RuleError>>,
+    /// Copies of the rules a deletion is about to remove, to put back if it cannot be
+    /// recorded (emptied after each batch).
+    saved: Vec<(u64, sluice_flow::Rule)>,
 }
 
 /// Every rule line's outcome so far (those that did not parse have failed), in the vector
@@ -836,9 +839,13 @@ fn apply_del(
     atomic: bool,
 ) -> Result<TextBatchReply, SwitchError> {
     let mut outcome = start(ctl, p, &mut parsed);
-    let mut refs = Vec::with_capacity(parsed.ok.len());
-    // (rule line, handle, mask, named by its match rather than its handle)
-    let mut found: Vec<(usize, Handle, Mask, bool)> = Vec::with_capacity(parsed.ok.len());
+    let mut handles = Vec::with_capacity(parsed.ok.len());
+    // (rule line, the mask's place in `masks`, named by its match rather than its handle)
+    let mut found: Vec<(usize, u32, bool)> = Vec::with_capacity(parsed.ok.len());
+    // The masks of the rules found, once each, with how many of their rules went; by the
+    // table's mask number (no mask hashed per rule).
+    let mut masks: Vec<(Mask, usize)> = Vec::new();
+    let mut place_of: Vec<u32> = Vec::new();
     let targets: Vec<(&sluice_flow::Match, u32)> = parsed
         .ok
         .iter()
@@ -854,19 +861,26 @@ fn apply_del(
             DelSpec::Handle(ext) => ctl
                 .int_of
                 .get(*ext)
-                .and_then(|h| Some((RuleRef::Handle(h), h, ctl.table.mask_of(h)?, false)))
+                .map(|h| (h, false))
                 .ok_or_else(|| format!("no rule with handle {ext}")),
-            DelSpec::Rule(r) => by_rule
+            // Found just now, under the same lock: deleted by its handle.
+            DelSpec::Rule(_) => by_rule
                 .next()
                 .flatten()
-                // Found just now, under the same lock: deleted by its handle.
-                .map(|h| (RuleRef::Handle(h), h, r.matcher.mask, true))
+                .map(|h| (h, true))
                 .ok_or_else(|| RuleError::NotFound.to_string()),
         };
-        let o = match target {
-            Ok((rf, h, mask, by_match)) => {
-                refs.push(rf);
-                found.push((k, h, mask, by_match));
+        let o = match target.and_then(|(h, by_match)| {
+            let place =
+                mask_place(&ctl.table, h, &mut place_of, &mut masks).ok_or_else(|| match spec {
+                    DelSpec::Handle(ext) => format!("no rule with handle {ext}"),
+                    DelSpec::Rule(_) => RuleError::NotFound.to_string(),
+                })?;
+            Ok((h, place, by_match))
+        }) {
+            Ok((h, place, by_match)) => {
+                handles.push(h);
+                found.push((k, place, by_match));
                 Ok(ctl.ext(h))
             }
             Err(e) => Err(e),
@@ -876,11 +890,17 @@ fn apply_del(
     if atomic && refuse_all(&mut outcome) {
         return Ok(finish(ctl, p, outcome));
     }
-    let saved = ctl.save_rules(found.iter().map(|&(_, h, _, _)| h));
-    let out = ctl.table.delete_batch(refs, batch_mode(atomic));
-    for ((k, h, mask, by_match), r) in found.into_iter().zip(out) {
+    let mut saved = std::mem::take(&mut ctl.scratch.saved);
+    ctl.save_rules_into(handles.iter().copied(), &mut saved);
+    let out = ctl.table.delete_handles(&handles, batch_mode(atomic));
+    for ((&h, (k, place, by_match)), r) in handles.iter().zip(found).zip(out) {
         match r {
-            Ok(()) => ctl.record_delete(h, &mask),
+            Ok(()) => {
+                ctl.forget_rule(h);
+                if let Some(m) = masks.get_mut(place as usize) {
+                    m.1 += 1;
+                }
+            }
             Err(e) => {
                 // A rule named by its match fails only when a line before deleted it: it is
                 // no longer found (its handle is an internal detail of this batch).
@@ -893,12 +913,37 @@ fn apply_del(
             }
         }
     }
+    for (mask, gone) in &masks {
+        ctl.uncount_mask(mask, *gone);
+    }
     let deleted = outcome
         .iter()
         .filter_map(|o| o.as_ref().ok().copied())
         .collect();
-    ctl.persist_deleted(deleted, saved)?;
+    ctl.persist_deleted(deleted, &mut saved)?;
+    saved.clear();
+    ctl.scratch.saved = saved;
     Ok(finish(ctl, p, outcome))
+}
+
+/// The place in `masks` of rule `h`'s mask (added with a count of 0 the first time), found by
+/// the table's mask number through `place_of`; `None` when the table has no rule `h`.
+fn mask_place(
+    table: &sluice_flow::FlowTable,
+    h: Handle,
+    place_of: &mut Vec<u32>,
+    masks: &mut Vec<(Mask, usize)>,
+) -> Option<u32> {
+    let n = table.mask_number(h)? as usize;
+    if place_of.len() <= n {
+        place_of.resize(n + 1, u32::MAX);
+    }
+    let slot = place_of.get_mut(n)?;
+    if *slot == u32::MAX {
+        *slot = u32::try_from(masks.len()).ok()?;
+        masks.push((table.mask_of(h)?, 0));
+    }
+    Some(*slot)
 }
 
 /// Replaces the actions of the rules of `p` under the lock; their vector, emptied (the actions

@@ -143,6 +143,78 @@ fn modify_and_delete_by_exact_match() {
     assert_eq!(t.masks(), 0, "the empty subtable is gone");
 }
 
+/// The by-handle batches (`modify_handles`, `delete_handles`) do what `modify_batch` and
+/// `delete_batch` of `RuleRef::Handle`s do: per-handle results in order, an unknown or
+/// repeated handle refused (the whole batch when all or nothing), `actions_of` and
+/// `mask_number` following.
+#[test]
+fn batches_by_handle() {
+    let mut t = FlowTable::new(TableConfig::default());
+    let hs: Vec<Handle> = (0..4)
+        .map(|i| t.insert(rule(80 + i, 10)).unwrap())
+        .collect();
+    let other = t
+        .insert(parse_rule("prio 3 dst_ip 10.1.0.0/16 action drop", &PortNames::new()).unwrap())
+        .unwrap();
+    assert_eq!(t.mask_number(hs[0]), t.mask_number(hs[3]));
+    assert_ne!(t.mask_number(hs[0]), t.mask_number(other));
+    let new = ActionList::new([Action::Output(7)]);
+    let res = t.modify_handles(
+        vec![(hs[1], new.clone()), (Handle(999), new.clone())],
+        BatchMode::AllOrNothing,
+    );
+    assert_eq!(
+        res,
+        vec![
+            Err(RuleError::Aborted),
+            Err(RuleError::UnknownHandle(Handle(999)))
+        ]
+    );
+    assert_eq!(
+        t.actions_of(hs[1]),
+        Some(ActionList::new([Action::Output(1)]))
+    );
+    let res = t.modify_handles(
+        vec![(hs[1], new.clone()), (Handle(999), new.clone())],
+        BatchMode::BestEffort,
+    );
+    assert_eq!(
+        res,
+        vec![Ok(hs[1]), Err(RuleError::UnknownHandle(Handle(999)))]
+    );
+    assert_eq!(t.actions_of(hs[1]), Some(new.clone()));
+    assert_eq!(t.rule(hs[1]).unwrap().actions, new);
+    let res = t.delete_handles(&[hs[0], hs[2], hs[0]], BatchMode::AllOrNothing);
+    assert_eq!(
+        res,
+        vec![
+            Err(RuleError::Aborted),
+            Err(RuleError::Aborted),
+            Err(RuleError::UnknownHandle(hs[0]))
+        ]
+    );
+    assert_eq!(t.len(), 5);
+    let res = t.delete_handles(&[hs[0], hs[2], hs[0], Handle(999)], BatchMode::BestEffort);
+    assert_eq!(
+        res,
+        vec![
+            Ok(()),
+            Ok(()),
+            Err(RuleError::UnknownHandle(hs[0])),
+            Err(RuleError::UnknownHandle(Handle(999)))
+        ]
+    );
+    assert_eq!(t.len(), 3);
+    assert_eq!(t.actions_of(hs[0]), None);
+    assert!(t.rule(hs[3]).is_some() && t.rule(other).is_some());
+    // The next batch replays this one on the other copy: both still agree.
+    let res = t.delete_handles(&[hs[1], hs[3]], BatchMode::BestEffort);
+    assert_eq!(res, vec![Ok(()), Ok(())]);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t.masks(), 1);
+    assert_eq!(t.rules().count(), 1);
+}
+
 /// Aborted all-or-nothing batches (big enough to pre-size tables, and with rules joining
 /// existing matches at other priorities) must leave both classifier copies with one layout: every
 /// later batch is replayed on the other copy by entry index and bucket position. After each batch,

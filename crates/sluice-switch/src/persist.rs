@@ -343,7 +343,7 @@ impl Control {
             return Vec::new();
         }
         handles
-            .filter_map(|h| Some((h, self.table.rule(h)?.actions)))
+            .filter_map(|h| Some((h, self.table.actions_of(h)?)))
             .collect()
     }
 

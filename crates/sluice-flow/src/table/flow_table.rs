@@ -114,6 +114,12 @@ impl FlowTable {
         self.rule_in(&self.lr.published(), h)
     }
 
+    /// The actions of rule `h` (without reading its key).
+    pub fn actions_of(&self, h: Handle) -> Option<ActionList> {
+        let s = self.w.store.get(h.0 as usize)?.as_ref()?;
+        self.w.actions.list(s.action).cloned()
+    }
+
     /// A number for rule `h`'s mask, the same for every rule of that mask while it has rules
     /// (a number freed with its mask's last rule may be given to another mask later): for a
     /// caller that groups many rules by mask without hashing masks.
@@ -369,18 +375,47 @@ impl FlowTable {
         changes: Vec<(RuleRef, ActionList)>,
         mode: BatchMode,
     ) -> Vec<Result<Handle, RuleError>> {
+        let (targets, actions): (Vec<RuleRef>, Vec<ActionList>) = changes.into_iter().unzip();
+        self.modify_with(actions, mode, |w, cls, i| {
+            let t = targets.get(i).ok_or(RuleError::NotFound)?;
+            w.resolve(cls, t)
+        })
+    }
+
+    /// [`FlowTable::modify_batch`] of rules named by their handles (no vector of
+    /// [`RuleRef`]s, each as big as a match, to build).
+    pub fn modify_handles(
+        &mut self,
+        changes: Vec<(Handle, ActionList)>,
+        mode: BatchMode,
+    ) -> Vec<Result<Handle, RuleError>> {
+        let (handles, actions): (Vec<Handle>, Vec<ActionList>) = changes.into_iter().unzip();
+        self.modify_with(actions, mode, |w, cls, i| {
+            let h = handles.get(i).ok_or(RuleError::NotFound)?;
+            w.resolve(cls, &RuleRef::Handle(*h))
+        })
+    }
+
+    /// Gives the rule `resolve(i)` names the actions `actions[i]`, for every `i`, and
+    /// publishes.
+    fn modify_with(
+        &mut self,
+        actions: Vec<ActionList>,
+        mode: BatchMode,
+        resolve: impl Fn(&WriterState, &Classifier, usize) -> Result<u32, RuleError>,
+    ) -> Vec<Result<Handle, RuleError>> {
         let cls = self.lr.standby_mut(&self.w.store);
         let w = &mut self.w;
         let resolved: Vec<Result<u32, RuleError>> =
-            changes.iter().map(|(t, _)| w.resolve(cls, t)).collect();
+            (0..actions.len()).map(|i| resolve(w, cls, i)).collect();
         if let Some(aborted) = aborted(mode, &resolved) {
             return aborted;
         }
-        let mut ops = Vec::with_capacity(changes.len() + 1);
-        let mut out = Vec::with_capacity(changes.len());
-        for (r, (_, actions)) in resolved.into_iter().zip(changes) {
+        let mut ops = Vec::with_capacity(actions.len() + 1);
+        let mut out = Vec::with_capacity(actions.len());
+        for (r, list) in resolved.into_iter().zip(actions) {
             out.push(r.map(|h| {
-                w.modify_one(cls, &mut ops, h, actions);
+                w.modify_one(cls, &mut ops, h, list);
                 Handle(h)
             }));
         }

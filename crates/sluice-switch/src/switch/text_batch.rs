@@ -11,7 +11,7 @@ use super::{
 };
 use crate::control::TextOp;
 use serde::{Deserialize, Serialize};
-use sluice_flow::{parse_rule, ActionList, Handle, Mask, PortNames, Rule, RuleError, RuleRef};
+use sluice_flow::{parse_rule, ActionList, Handle, Mask, PortNames, Rule, RuleError};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -956,7 +956,7 @@ fn apply_mod(
     spent: &mut Vec<Rule>,
 ) -> Result<TextBatchReply, SwitchError> {
     let mut outcome = start(ctl, p, &mut parsed);
-    let mut changes: Vec<(RuleRef, ActionList)> = Vec::with_capacity(parsed.ok.len());
+    let mut changes: Vec<(Handle, ActionList)> = Vec::with_capacity(parsed.ok.len());
     let mut found: Vec<(usize, Handle)> = Vec::with_capacity(parsed.ok.len());
     let targets: Vec<(&sluice_flow::Match, u32)> =
         parsed.ok.iter().map(|r| (&r.matcher, r.priority)).collect();
@@ -965,7 +965,7 @@ fn apply_mod(
     for ((r, k), h) in parsed.ok.drain(..).zip(parsed.at).zip(handles) {
         let o = match h {
             Some(h) => {
-                changes.push((RuleRef::Handle(h), r.actions));
+                changes.push((h, r.actions));
                 found.push((k, h));
                 Ok(ctl.ext(h))
             }
@@ -978,7 +978,7 @@ fn apply_mod(
         return Ok(finish(ctl, p, outcome));
     }
     let saved = ctl.save_actions(found.iter().map(|&(_, h)| h));
-    let out = ctl.table.modify_batch(changes, batch_mode(atomic));
+    let out = ctl.table.modify_handles(changes, batch_mode(atomic));
     for ((k, _), r) in found.into_iter().zip(out) {
         if let Err(e) = r {
             let msg = ctl.rule_error(&e);

@@ -206,6 +206,14 @@ fn batches_by_handle() {
     );
     assert_eq!(t.len(), 3);
     assert_eq!(t.actions_of(hs[0]), None);
+    let kept: Vec<Handle> = t
+        .rules_of([hs[0], hs[1], other].into_iter())
+        .map(|(h, r)| {
+            assert_eq!(Some(&r), t.rule(h).as_ref());
+            h
+        })
+        .collect();
+    assert_eq!(kept, vec![hs[1], other], "a deleted handle is skipped");
     assert!(t.rule(hs[3]).is_some() && t.rule(other).is_some());
     // The next batch replays this one on the other copy: both still agree.
     let res = t.delete_handles(&[hs[1], hs[3]], BatchMode::BestEffort);

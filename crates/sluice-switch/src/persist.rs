@@ -330,7 +330,7 @@ impl Control {
         if self.store.is_none() {
             return;
         }
-        out.extend(handles.filter_map(|h| Some((self.ext(h), self.table.rule(h)?))));
+        out.extend(self.table.rules_of(handles).map(|(h, r)| (self.ext(h), r)));
     }
 
     /// The current actions of these rules, to put back if a modification cannot be recorded

@@ -114,6 +114,16 @@ impl FlowTable {
         self.rule_in(&self.lr.published(), h)
     }
 
+    /// The rules with these handles (those that exist), the published copy taken once for
+    /// all of them ([`FlowTable::rule`] takes it per rule).
+    pub fn rules_of<'a>(
+        &'a self,
+        handles: impl Iterator<Item = Handle> + 'a,
+    ) -> impl Iterator<Item = (Handle, Rule)> + 'a {
+        let cls = self.lr.published();
+        handles.filter_map(move |h| Some((h, self.rule_in(&cls, h)?)))
+    }
+
     /// The actions of rule `h` (without reading its key).
     pub fn actions_of(&self, h: Handle) -> Option<ActionList> {
         let s = self.w.store.get(h.0 as usize)?.as_ref()?;

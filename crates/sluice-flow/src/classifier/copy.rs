@@ -8,7 +8,9 @@ use super::subtable::{Filter, Subtable};
 use crate::action::ActionList;
 use crate::key::FlowKey;
 
-/// Inserts whose bucket reads are started together (see [`Classifier::touch`]).
+/// Inserts between the one that asks for a bucket ([`Classifier::prefetch_insert`]) and the
+/// one that writes it; also the group of inserts on an insert thread whose bucket reads are
+/// started together ([`super::parallel`]).
 pub(crate) const GROUP: usize = 16;
 
 /// Removals ahead of the current one whose entry keys a run of removals asks into cache (see
@@ -128,15 +130,12 @@ impl Classifier {
         }
     }
 
-    /// Reads the bucket an insert of `key` into subtable `id` will start at, so that a group of
-    /// inserts can have their (cache-missing) bucket reads in flight together: safe Rust has no
-    /// prefetch, so the value is returned for the caller to fold into a
-    /// [`core::hint::black_box`] sink.
+    /// Asks into cache the bucket an insert of `key` into subtable `id` will start at, some
+    /// inserts ahead of it ([`GROUP`]).
     #[inline]
-    pub(crate) fn touch(&self, id: u32, key: &FlowKey) -> u64 {
-        match self.subtables.get(id as usize) {
-            Some(Some(st)) => st.touch(key),
-            _ => 0,
+    pub(crate) fn prefetch_insert(&self, id: u32, key: &FlowKey) {
+        if let Some(Some(st)) = self.subtables.get(id as usize) {
+            st.prefetch_insert(key);
         }
     }
 

@@ -3,10 +3,10 @@
 //!
 //! Both copies apply the same operations in the same order, so they share one layout: an
 //! insert is replayed from the writer's [`RuleRecord`] by writing the bucket and entry the
-//! first copy chose, with the key read from that copy's entry. Inserts are replayed a group of
-//! [`GROUP`] at a time with the group's bucket reads started first, or, for a big run, on
-//! several threads ([`super::parallel`]). Removals are replayed by entry, with their keys and
-//! buckets asked for some operations ahead.
+//! first copy chose, with the key read from that copy's entry. Inserts are replayed in order,
+//! the bucket of the one [`GROUP`] places ahead asked into cache as each is written, or, for a
+//! big run, on several threads ([`super::parallel`]). Removals are replayed by entry, with
+//! their keys and buckets asked for some operations ahead.
 
 use super::bucket_table::JOINED;
 use super::copy::{Classifier, BUCKET_AHEAD, GROUP, KEY_AHEAD};
@@ -53,29 +53,26 @@ impl Absorb<Op> for Classifier {
 }
 
 impl Classifier {
-    /// Replays the insert run `run` (records of handles `first ..`) on this thread, in order, a
-    /// group at a time: every bucket read of the group is started, then its rules are inserted.
+    /// Replays the insert run `run` (records of handles `first ..`) on this thread, in order,
+    /// with the bucket of the insert [`GROUP`] places ahead asked into cache as each one is
+    /// written (a sliding window: as many bucket reads in flight all along the run).
     fn replay_in_order(&mut self, published: &Classifier, run: &[Option<RuleRecord>], first: u32) {
-        let mut sink = 0u64;
-        for (group, h0) in run.chunks(GROUP).zip((first..).step_by(GROUP)) {
-            for r in group.iter().flatten() {
+        for (k, (h, r)) in (first..).zip(run).enumerate() {
+            if let Some(Some(a)) = run.get(k + GROUP) {
                 if let (Some(Some(st)), Some(Some(src))) = (
-                    self.subtables.get(r.mask_id as usize),
-                    published.subtables.get(r.mask_id as usize),
+                    self.subtables.get(a.mask_id as usize),
+                    published.subtables.get(a.mask_id as usize),
                 ) {
-                    sink ^= if r.bucket == JOINED {
-                        st.touch_from(src, r.entry)
+                    if a.bucket == JOINED {
+                        st.prefetch_home_from(src, a.entry);
                     } else {
-                        st.touch_pos(r.bucket)
-                    };
+                        st.prefetch_pos(a.bucket);
+                    }
                 }
             }
-            for (h, r) in (h0..).zip(group) {
-                if let Some(r) = r {
-                    self.insert_record(published, h, r);
-                }
+            if let Some(r) = r {
+                self.insert_record(published, h, r);
             }
         }
-        core::hint::black_box(sink);
     }
 }

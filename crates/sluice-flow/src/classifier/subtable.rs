@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use hashbrown::HashTable;
 
 use super::bucket_table::{BucketTable, StoredRule, JOINED, NARROW, SMALL};
-use super::hint::prefetch_all;
+use super::hint::{prefetch, prefetch_all};
 use super::key_select::{avalanche, fold_mul, hash_words, KeySelector, K0, K1};
 use crate::key::{same_words, FlowKey, Mask, KEY_WORDS};
 
@@ -490,12 +490,22 @@ impl Subtable {
     }
 
     /// Reads the home bucket `key` hashes to (so a following insert finds it in cache); returns
-    /// it, for the caller to fold into a value the optimiser cannot drop.
+    /// it, for the caller to fold into a value the optimiser cannot drop (the insert threads of
+    /// [`super::parallel`]).
     #[inline(always)]
     pub(super) fn touch(&self, key: &FlowKey) -> u64 {
         with_table!(&self.table, t, N => {
             let g = self.sel.pack::<N>(key);
             t.buckets.get(t.home(hash_words(&g))).copied().unwrap_or(0)
+        })
+    }
+
+    /// Asks into cache the home bucket of `key`: [`Subtable::touch`] as a prefetch.
+    #[inline(always)]
+    pub(super) fn prefetch_insert(&self, key: &FlowKey) {
+        with_table!(&self.table, t, N => {
+            let g = self.sel.pack::<N>(key);
+            t.prefetch_home(hash_words(&g));
         })
     }
 
@@ -582,10 +592,32 @@ impl Subtable {
         true
     }
 
-    /// Reads bucket `pos` (see [`Classifier::touch`](super::Classifier::touch)).
+    /// Reads bucket `pos` (see [`Subtable::touch`]).
     #[inline(always)]
     pub(super) fn touch_pos(&self, pos: u32) -> u64 {
         with_table!(&self.table, t, N => t.buckets.get(pos as usize).copied().unwrap_or(0))
+    }
+
+    /// Asks bucket `pos` into cache.
+    #[inline(always)]
+    pub(super) fn prefetch_pos(&self, pos: u32) {
+        with_table!(&self.table, t, N => {
+            if let Some(b) = t.buckets.get(pos as usize) {
+                prefetch(b);
+            }
+        })
+    }
+
+    /// Asks into cache the home bucket in this subtable of entry `i` of `from` (the same
+    /// subtable in the other copy).
+    #[inline(always)]
+    pub(super) fn prefetch_home_from(&self, from: &Subtable, i: u32) {
+        with_table!(&from.table, f, N => {
+            if let Some(g) = f.key_of(i) {
+                let h = hash_words(g);
+                with_table!(&self.table, t, M => t.prefetch_home(h));
+            }
+        })
     }
 
     /// The key of entry `i`, unpacked.
@@ -619,7 +651,7 @@ impl Subtable {
     }
 
     /// Reads the home bucket entry `i` of `from` hashes to in this subtable (see
-    /// [`Classifier::touch`](super::Classifier::touch)).
+    /// [`Subtable::touch`]).
     #[inline(always)]
     pub(super) fn touch_from(&self, from: &Subtable, i: u32) -> u64 {
         with_table!(&from.table, f, N => {

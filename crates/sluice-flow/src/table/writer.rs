@@ -133,20 +133,18 @@ impl WriterState {
         out: &mut Vec<Result<Handle, RuleError>>,
     ) {
         out.reserve(rules.len());
-        let mut sink = 0u64;
-        for (pg, rg) in preps.chunks(GROUP).zip(rules.chunks(GROUP)) {
-            for (p, r) in pg.iter().zip(rg) {
-                sink ^= cls.touch(p.mask_id, &r.matcher.key);
+        for (k, (p, r)) in preps.iter().zip(rules).enumerate() {
+            // The home bucket of the insert GROUP places ahead is asked for as this one goes
+            // in (a sliding window: as many bucket reads in flight all along the batch).
+            if let (Some(pa), Some(ra)) = (preps.get(k + GROUP), rules.get(k + GROUP)) {
+                cls.prefetch_insert(pa.mask_id, &ra.matcher.key);
             }
-            for (p, r) in pg.iter().zip(rg) {
-                let res = self.insert_prepared(cls, ops, p, r);
-                if res.is_err() && p.action != INVALID {
-                    self.actions.release(p.action, cls, ops);
-                }
-                out.push(res);
+            let res = self.insert_prepared(cls, ops, p, r);
+            if res.is_err() && p.action != INVALID {
+                self.actions.release(p.action, cls, ops);
             }
+            out.push(res);
         }
-        core::hint::black_box(sink);
     }
 
     /// Inserts one prepared rule (mask and action list already interned).

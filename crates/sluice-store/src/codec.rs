@@ -87,6 +87,13 @@ pub(crate) fn encode_rules_add<'a, E>(
 }
 
 /// Appends the encoding of one change to `buf`.
+/// The encoding of a [`Change::RuleModify`] of `handle` to `actions`.
+pub(crate) fn encode_rule_modify(buf: &mut Vec<u8>, handle: u64, actions: &[u8]) {
+    buf.push(TAG_RULE_MODIFY);
+    put_varint(buf, handle);
+    put_bytes(buf, actions);
+}
+
 pub(crate) fn encode_change(buf: &mut Vec<u8>, change: &Change) {
     match change {
         Change::PortAdd(port) => {
@@ -130,11 +137,7 @@ pub(crate) fn encode_change(buf: &mut Vec<u8>, change: &Change) {
                 prev = h;
             }
         }
-        Change::RuleModify { handle, actions } => {
-            buf.push(TAG_RULE_MODIFY);
-            put_varint(buf, *handle);
-            put_bytes(buf, actions);
-        }
+        Change::RuleModify { handle, actions } => encode_rule_modify(buf, *handle, actions),
         Change::QuotaSet { name, value } => {
             buf.push(TAG_QUOTA_SET);
             put_bytes(buf, name.as_bytes());

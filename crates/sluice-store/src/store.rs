@@ -314,6 +314,28 @@ impl Store {
         self.write_record(self.next_port_handle, next_rule)
     }
 
+    /// [`commit`](Store::commit) of one [`Change::RuleModify`] per `(handle, actions)`, with
+    /// the actions borrowed from the caller instead of copied into each change: the daemon's
+    /// fast path for large batches. The same record, the same durability.
+    pub fn commit_modifies<'a>(
+        &mut self,
+        modified: impl IntoIterator<Item = (u64, &'a [u8])>,
+    ) -> Result<(), StoreError> {
+        if self.poisoned {
+            return Err(StoreError::Poisoned);
+        }
+        let buf = &mut self.buf;
+        buf.clear();
+        buf.resize(RECORD_HEADER, 0);
+        for (handle, actions) in modified {
+            codec::encode_rule_modify(buf, handle, actions);
+        }
+        if buf.len() == RECORD_HEADER {
+            return Ok(());
+        }
+        self.write_record(self.next_port_handle, self.next_rule_handle)
+    }
+
     /// Frames the record in `self.buf`, appends and syncs it, and moves the counters.
     fn write_record(&mut self, next_port: u64, next_rule: u64) -> Result<(), StoreError> {
         let header = frame::record_header(&self.buf[RECORD_HEADER..])

@@ -50,6 +50,51 @@ fn commit_rules_stores_what_rules_add_stores() {
 }
 
 #[test]
+fn commit_modifies_stores_what_rule_modify_changes_store() {
+    let (a, b) = (temp_dir("mod-owned"), temp_dir("mod-borrowed"));
+    let (mut owned, _) = Store::open(&a).unwrap();
+    let (mut borrowed, _) = Store::open(&b).unwrap();
+    let batch = rules(1, 50);
+    owned.commit(&[Change::RulesAdd(batch.clone())]).unwrap();
+    borrowed
+        .commit_rules(batch.iter().map(Rule::as_rule_ref))
+        .unwrap();
+    for round in 0..3u64 {
+        let texts: Vec<(u64, String)> = batch
+            .iter()
+            .filter(|r| r.handle % (round + 2) == 0)
+            .map(|r| (r.handle, format!("output:{}", r.handle + round)))
+            .collect();
+        let changes: Vec<Change> = texts
+            .iter()
+            .map(|(h, t)| Change::RuleModify {
+                handle: *h,
+                actions: t.clone().into_bytes(),
+            })
+            .collect();
+        owned.commit(&changes).unwrap();
+        borrowed
+            .commit_modifies(texts.iter().map(|(h, t)| (*h, t.as_bytes())))
+            .unwrap();
+        assert_eq!(owned.journal_bytes(), borrowed.journal_bytes());
+    }
+    // Nothing to record: nothing written.
+    let before = borrowed.journal_bytes();
+    borrowed.commit_modifies(std::iter::empty()).unwrap();
+    assert_eq!(borrowed.journal_bytes(), before);
+    drop((owned, borrowed));
+    let (_, sa) = Store::open(&a).unwrap();
+    let (_, sb) = Store::open(&b).unwrap();
+    assert_eq!(sa, sb);
+    assert_eq!(
+        fs::read(a.join("journal")).unwrap(),
+        fs::read(b.join("journal")).unwrap()
+    );
+    fs::remove_dir_all(&a).unwrap();
+    fs::remove_dir_all(&b).unwrap();
+}
+
+#[test]
 fn commit_rules_refuses_stale_handles_and_writes_nothing() {
     let dir = temp_dir("stale");
     let (mut store, _) = Store::open(&dir).unwrap();

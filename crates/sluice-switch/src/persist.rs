@@ -356,19 +356,18 @@ impl Control {
         modified: impl Iterator<Item = (u64, &'t str)>,
         saved: Vec<(Handle, ActionList)>,
     ) -> Result<(), SwitchError> {
-        if self.store.is_none() {
+        let Some(d) = self.store.as_mut() else {
+            return Ok(());
+        };
+        let modified: Vec<(u64, &[u8])> = modified.map(|(h, t)| (h, t.as_bytes())).collect();
+        if modified.is_empty() {
             return Ok(());
         }
-        let changes: Vec<Change> = modified
-            .map(|(handle, text)| Change::RuleModify {
-                handle,
-                actions: text.as_bytes().to_vec(),
-            })
-            .collect();
-        if changes.is_empty() {
-            return Ok(());
-        }
-        let out = self.commit_batch(&changes, changes.len());
+        d.last_commit = Instant::now();
+        let out = commit_beside_replay(&mut self.table, modified.len(), || {
+            d.store.commit_modifies(modified.iter().copied())
+        })
+        .map_err(store_error);
         if out.is_err() {
             let back = saved
                 .into_iter()

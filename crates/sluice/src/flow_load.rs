@@ -66,18 +66,25 @@ pub fn flow_batch_daemon(
     // The file is read as it is sent: the daemon starts on the first chunk at once. The
     // chunker reads a megabyte at a time, which a `BufReader` smaller than that passes
     // straight to the file (a bigger one would copy it through its own buffer).
-    let file: Box<dyn BufRead + Send> = match batch {
-        Some(p) => Box::new(BufReader::with_capacity(
-            64 << 10,
-            File::open(p).with_context(|| format!("cannot read {}", p.display()))?,
-        )),
-        None => Box::new(io::empty()),
+    // Its size, when it is a regular file, lets the last requests be smaller.
+    let (file, size): (Box<dyn BufRead + Send>, Option<usize>) = match batch {
+        Some(p) => {
+            let f = File::open(p).with_context(|| format!("cannot read {}", p.display()))?;
+            let size = f
+                .metadata()
+                .ok()
+                .filter(|m| m.is_file())
+                .and_then(|m| usize::try_from(m.len()).ok());
+            (Box::new(BufReader::with_capacity(64 << 10, f)), size)
+        }
+        None => (Box::new(io::empty()), Some(0)),
     };
+    let text_bytes = size.map(|n| n + head.len());
     let src = io::Cursor::new(head).chain(file);
     let tty = std::io::stderr().is_terminal();
     let start = Instant::now();
     let (mut total, mut ok, mut failed) = (0usize, 0usize, 0usize);
-    let streamed = client.stream_rules_from(src, op, atomic, |chunk, rep| {
+    let streamed = client.stream_rules_sized(src, text_bytes, op, atomic, |chunk, rep| {
         total += rep.rules;
         ok += rep.done;
         failed += rep.errors.len();

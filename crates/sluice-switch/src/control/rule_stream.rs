@@ -17,6 +17,10 @@ pub const CHUNK_BYTES: usize = MAX_LINE / 2;
 /// Rule lines of the first request of a stream (the next ones double up to [`MAX_BATCH`]).
 pub const FIRST_CHUNK: usize = 8192;
 
+/// The smallest request the end of a stream of known size is cut into (see
+/// [`RuleChunker::ramp_down`]): about six thousand rule lines of a typical file.
+pub const TAIL_BYTES: usize = 512 << 10;
+
 /// Bytes the chunker asks its source for at a time.
 const READ_BLOCK: usize = 1 << 20;
 
@@ -59,6 +63,12 @@ pub struct RuleChunker<R> {
     /// The rule limit of the next chunk (it doubles up to `max_rules`).
     limit: usize,
     max_bytes: usize,
+    /// The source's size, when known ([`RuleChunker::ramp_down`]), and the smallest chunk the
+    /// ramp down makes.
+    total: Option<usize>,
+    tail_floor: usize,
+    /// The byte limit of the chunk being cut.
+    cap: usize,
     /// A line read that did not fit the chunk before: the next chunk's first.
     carry: Vec<u8>,
     /// A chunk's buffer handed back ([`RuleChunker::recycle`]), filled again by the next one:
@@ -80,6 +90,9 @@ impl<R: BufRead> RuleChunker<R> {
             max_rules: max_rules.max(1),
             limit: max_rules.max(1),
             max_bytes,
+            total: None,
+            tail_floor: 0,
+            cap: max_bytes,
             carry: Vec::new(),
             spare: Vec::new(),
             pos: 0,
@@ -93,6 +106,16 @@ impl<R: BufRead> RuleChunker<R> {
     /// applying sooner.
     pub fn ramp_from(mut self, first: usize) -> Self {
         self.limit = first.clamp(1, self.max_rules);
+        self
+    }
+
+    /// Ends with smaller chunks, for a source of `total` bytes: each chunk at most half of
+    /// what is left (but at least `floor` bytes). The daemon applies the last chunk alone, its
+    /// parsing side idle: a small last chunk ends the load sooner. (A wrong `total` costs only
+    /// chunk sizes.)
+    pub fn ramp_down(mut self, total: usize, floor: usize) -> Self {
+        self.total = Some(total);
+        self.tail_floor = floor.max(1);
         self
     }
 
@@ -119,6 +142,12 @@ impl<R: BufRead> RuleChunker<R> {
     /// [`RuleChunker::next_chunk`] with the chunk's text as the bytes it was read in (checked
     /// to be UTF-8 line by line: the sender writes them without a second pass).
     fn next_text(&mut self) -> io::Result<Option<(RuleChunk, Vec<u8>)>> {
+        self.cap = match self.total {
+            Some(t) => (t.saturating_sub(self.pos) / 2)
+                .max(self.tail_floor)
+                .min(self.max_bytes),
+            None => self.max_bytes,
+        };
         let mut buf = std::mem::take(&mut self.spare);
         buf.clear();
         buf.append(&mut self.carry);
@@ -206,7 +235,7 @@ impl<R: BufRead> RuleChunker<R> {
                 ));
             }
             let rule = rule_bytes(buf.get(at..end).unwrap_or(&[]));
-            if *lines > 0 && (end > self.max_bytes || (rule && *rules + 1 > self.limit)) {
+            if *lines > 0 && (end > self.cap || (rule && *rules + 1 > self.limit)) {
                 return Ok(Some(at));
             }
             *lines += 1;
@@ -321,12 +350,29 @@ impl Client {
         src: R,
         op: TextOp,
         atomic: bool,
+        on_reply: impl FnMut(&RuleChunk, TextBatchReply),
+    ) -> io::Result<()> {
+        self.stream_rules_sized(src, None, op, atomic, on_reply)
+    }
+
+    /// [`Client::stream_rules_from`] of a source of `total` bytes when known (a file): the
+    /// last requests are smaller ([`RuleChunker::ramp_down`]), so the daemon's last batch,
+    /// applied while nothing else is left to parse, is short.
+    pub fn stream_rules_sized<R: BufRead + Send>(
+        &mut self,
+        src: R,
+        total: Option<usize>,
+        op: TextOp,
+        atomic: bool,
         mut on_reply: impl FnMut(&RuleChunk, TextBatchReply),
     ) -> io::Result<()> {
         let mut chunker = RuleChunker::new(src, MAX_BATCH, CHUNK_BYTES);
         if !atomic {
             // (An all-or-nothing batch is one request, as big as it may be.)
             chunker = chunker.ramp_from(FIRST_CHUNK);
+            if let Some(t) = total {
+                chunker = chunker.ramp_down(t, TAIL_BYTES);
+            }
         }
         let mut first = chunker.next_text()?;
         if atomic && first.is_some() && chunker.next_text()?.is_some() {
@@ -680,13 +726,23 @@ mod tests {
 
     /// What the chunker must give, computed a line at a time: chunks of `(first_line, rules,
     /// text)`, then `Err(line)` for the first line that is not UTF-8 (if any).
-    fn model(bytes: &[u8], max_rules: usize, max_bytes: usize, first: usize) -> Vec<ModelChunk> {
+    fn model(
+        bytes: &[u8],
+        max_rules: usize,
+        max_bytes: usize,
+        first: usize,
+        tail: Option<usize>,
+    ) -> Vec<ModelChunk> {
         let mut lines: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').collect();
         lines.retain(|l| !l.is_empty());
         let mut out = Vec::new();
         let (mut i, mut limit) = (0, first.clamp(1, max_rules));
         while i < lines.len() {
             let (start, mut rules, mut size, mut text) = (i, 0, 0, Vec::new());
+            let done: usize = lines.iter().take(i).map(|l| l.len()).sum();
+            let max_bytes = tail.map_or(max_bytes, |floor| {
+                ((bytes.len() - done) / 2).max(floor).min(max_bytes)
+            });
             while let Some(l) = lines.get(i) {
                 let Ok(t) = std::str::from_utf8(l) else { break };
                 let rule = is_rule_line(t);
@@ -720,6 +776,7 @@ mod tests {
             max_bytes in 1usize..200,
             first in 1usize..8,
             end_newline: bool,
+            tail in proptest::option::of(1usize..40),
         ) {
             const PIECES: [&[u8]; 9] = [
                 b"prio 1 action drop\n", b"# note\n", b"\n", b"  prio 2 action drop\n",
@@ -730,9 +787,12 @@ mod tests {
             if !end_newline && bytes.last() == Some(&b'\n') {
                 bytes.pop();
             }
-            let want = model(&bytes, max_rules, max_bytes, first);
+            let want = model(&bytes, max_rules, max_bytes, first, tail);
             let src = io::BufReader::with_capacity(cap, &bytes[..]);
             let mut c = RuleChunker::new(src, max_rules, max_bytes).ramp_from(first);
+            if let Some(floor) = tail {
+                c = c.ramp_down(bytes.len(), floor);
+            }
             let mut got = Vec::new();
             let mut pos = 0;
             loop {

@@ -348,9 +348,10 @@ impl Control {
     }
 
     /// Records modified rules, given as (switch handle, the text of the rule line whose actions
-    /// they now have), as one commit of [`Change::RuleModify`] (the stored actions are that
-    /// text; a restore takes the actions from it); on failure puts the old actions back
-    /// (`saved`). `flow_mod_text` ends here.
+    /// they now have), as one commit of [`Change::RuleModify`] records
+    /// ([`sluice_store::Store::commit_modifies`]; the stored actions are that text; a restore
+    /// takes the actions from it); on failure puts the old actions back (`saved`).
+    /// `flow_mod_text` ends here.
     pub(super) fn persist_modified<'t>(
         &mut self,
         modified: impl Iterator<Item = (u64, &'t str)>,

@@ -86,14 +86,14 @@ pub(crate) fn encode_rules_add<'a, E>(
     Ok(n)
 }
 
-/// Appends the encoding of one change to `buf`.
-/// The encoding of a [`Change::RuleModify`] of `handle` to `actions`.
+/// Appends the encoding of a [`Change::RuleModify`] of `handle` to `actions` to `buf`.
 pub(crate) fn encode_rule_modify(buf: &mut Vec<u8>, handle: u64, actions: &[u8]) {
     buf.push(TAG_RULE_MODIFY);
     put_varint(buf, handle);
     put_bytes(buf, actions);
 }
 
+/// Appends the encoding of one change to `buf`.
 pub(crate) fn encode_change(buf: &mut Vec<u8>, change: &Change) {
     match change {
         Change::PortAdd(port) => {

@@ -274,6 +274,7 @@ impl Control {
     /// Takes `gone` deleted rules off the count of `mask`'s rules.
     fn uncount_mask(&mut self, mask: &Mask, gone: usize) {
         if let Some(n) = self.masks.get_mut(mask) {
+            debug_assert!(*n >= gone, "{gone} rules deleted from a mask counting {n}");
             *n = n.saturating_sub(gone);
             if *n == 0 {
                 self.masks.remove(mask);

@@ -64,8 +64,9 @@ pub fn flow_batch_daemon(
         file: batch.map(|p| p.display().to_string()),
     };
     // The file is read as it is sent: the daemon starts on the first chunk at once. The
-    // chunker reads a megabyte at a time, which a `BufReader` smaller than that passes
-    // straight to the file (a bigger one would copy it through its own buffer).
+    // chunker reads a megabyte at a time; a 64 KiB `BufReader` passes its reads of 64 KiB and
+    // more straight to the file (only each megabyte's first few smaller reads go through its
+    // buffer; a 1 MiB one copied everything through it).
     // Its size, when it is a regular file, lets the last requests be smaller.
     let (file, size): (Box<dyn BufRead + Send>, Option<usize>) = match batch {
         Some(p) => {

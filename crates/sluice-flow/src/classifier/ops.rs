@@ -170,7 +170,14 @@ impl Classifier {
     fn remove(&mut self, id: u32, entry: u32, prio: u32, handle: u32) {
         if let Some(Some(st)) = self.subtables.get_mut(id as usize) {
             let before = st.max_prio();
-            if st.remove_entry(entry, prio, handle) {
+            let removed = st.remove_entry(entry, prio, handle);
+            // The writer removes only rules it has a record of, at the entry the record names,
+            // and both copies share one layout: a miss here means the copies drifted apart.
+            debug_assert!(
+                removed,
+                "no rule {handle} in entry {entry} of subtable {id}"
+            );
+            if removed {
                 self.rules -= 1;
                 if st.max_prio() != before {
                     self.dirty = true;

@@ -2,6 +2,8 @@
 //! modifications, each applied to the standby classifier copy and published at once, and the
 //! queries the writer answers (rules by handle, dumps, quotas).
 
+use std::borrow::Cow;
+
 use hashbrown::HashSet;
 
 use super::intern::{ActionLists, Idr, Masks};
@@ -305,7 +307,7 @@ impl FlowTable {
         targets: Vec<RuleRef>,
         mode: BatchMode,
     ) -> Vec<Result<(), RuleError>> {
-        self.delete_with(targets.len(), mode, |i| targets.get(i).cloned())
+        self.delete_with(targets.len(), mode, |i| targets.get(i).map(Cow::Borrowed))
     }
 
     /// [`FlowTable::delete_batch`] of rules named by their handles (no vector of
@@ -316,16 +318,16 @@ impl FlowTable {
         mode: BatchMode,
     ) -> Vec<Result<(), RuleError>> {
         self.delete_with(handles.len(), mode, |i| {
-            handles.get(i).map(|&h| RuleRef::Handle(h))
+            handles.get(i).map(|&h| Cow::Owned(RuleRef::Handle(h)))
         })
     }
 
     /// Deletes the `n` rules `target(0) .. target(n - 1)` name, in order, and publishes.
-    fn delete_with(
+    fn delete_with<'t>(
         &mut self,
         n: usize,
         mode: BatchMode,
-        target: impl Fn(usize) -> Option<RuleRef>,
+        target: impl Fn(usize) -> Option<Cow<'t, RuleRef>>,
     ) -> Vec<Result<(), RuleError>> {
         let cls = self.lr.standby_mut(&self.w.store);
         let w = &mut self.w;
@@ -365,7 +367,7 @@ impl FlowTable {
             // longer found, as a sequential delete would find it.
             for i in 0..n {
                 for ahead in [KEY_AHEAD, BUCKET_AHEAD] {
-                    if let Some(RuleRef::Handle(h)) = target(i + ahead) {
+                    if let Some(RuleRef::Handle(h)) = target(i + ahead).as_deref() {
                         w.prefetch_delete(cls, h.0, ahead);
                     }
                 }
@@ -451,9 +453,6 @@ impl FlowTable {
     }
 }
 
-/// The results of an all-or-nothing batch that fails: each target's own error, or
-/// [`RuleError::Aborted`] for the targets that would have succeeded; `None` when the batch goes
-/// ahead (best effort, or every target resolved).
 /// The error for target `t`, resolved to rule `h`, when an earlier target of its batch
 /// named the same rule.
 fn already_gone(t: &RuleRef, h: u32) -> RuleError {
@@ -463,6 +462,9 @@ fn already_gone(t: &RuleRef, h: u32) -> RuleError {
     }
 }
 
+/// The results of an all-or-nothing batch that fails: each target's own error, or
+/// [`RuleError::Aborted`] for the targets that would have succeeded; `None` when the batch goes
+/// ahead (best effort, or every target resolved).
 fn aborted<T>(
     mode: BatchMode,
     resolved: &[Result<u32, RuleError>],

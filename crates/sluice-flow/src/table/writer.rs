@@ -378,7 +378,6 @@ impl WriterState {
         self.actions.release(old, cls, ops);
     }
 
-    /// Deletes a rule known to exist.
     /// Asks for what deleting rule `h` (a handle in use) reads, `ahead` deletions before it
     /// ([`Classifier::prefetch_removal`]).
     #[inline]
@@ -388,6 +387,7 @@ impl WriterState {
         }
     }
 
+    /// Deletes a rule known to exist.
     pub(super) fn delete_one(&mut self, cls: &mut Classifier, ops: &mut Vec<Op>, h: Handle) {
         let Some(s) = self.store.get_mut(h.0 as usize).and_then(|s| s.take()) else {
             return;

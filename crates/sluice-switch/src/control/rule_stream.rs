@@ -69,6 +69,9 @@ pub struct RuleChunker<R> {
     tail_floor: usize,
     /// The byte limit of the chunk being cut.
     cap: usize,
+    /// Bytes asked of the source at a time ([`READ_BLOCK`]; smaller in tests, so that lines
+    /// and bad bytes cross reads).
+    read_block: usize,
     /// A line read that did not fit the chunk before: the next chunk's first.
     carry: Vec<u8>,
     /// A chunk's buffer handed back ([`RuleChunker::recycle`]), filled again by the next one:
@@ -93,6 +96,7 @@ impl<R: BufRead> RuleChunker<R> {
             total: None,
             tail_floor: 0,
             cap: max_bytes,
+            read_block: READ_BLOCK,
             carry: Vec::new(),
             spare: Vec::new(),
             pos: 0,
@@ -109,10 +113,10 @@ impl<R: BufRead> RuleChunker<R> {
         self
     }
 
-    /// Ends with smaller chunks, for a source of `total` bytes: each chunk at most half of
-    /// what is left (but at least `floor` bytes). The daemon applies the last chunk alone, its
-    /// parsing side idle: a small last chunk ends the load sooner. (A wrong `total` costs only
-    /// chunk sizes.)
+    /// Ends with smaller chunks, for a source of `total` bytes: each chunk's byte limit is
+    /// half of what is left, but not under `floor` (nor over the chunker's maximum); the last
+    /// chunk is whatever remains. The daemon applies the last chunk alone, its parsing side
+    /// idle: a small last chunk ends the load sooner. (A wrong `total` costs only chunk sizes.)
     pub fn ramp_down(mut self, total: usize, floor: usize) -> Self {
         self.total = Some(total);
         self.tail_floor = floor.max(1);
@@ -177,11 +181,11 @@ impl<R: BufRead> RuleChunker<R> {
             }
             // Straight into the chunk's buffer (a `BufReader` at most this big passes a read
             // this big through without copying it into its own buffer first).
-            buf.reserve(READ_BLOCK);
+            buf.reserve(self.read_block);
             let n = (&mut self.src)
-                .take(READ_BLOCK as u64)
+                .take(self.read_block as u64)
                 .read_to_end(&mut buf)?;
-            if n < READ_BLOCK {
+            if n < self.read_block {
                 // The source ended (`take` reads until its limit or the end). Never read
                 // again: a terminal would wait for another end of file.
                 self.eof = true;
@@ -658,9 +662,10 @@ mod tests {
                 text.push_str("# note\n");
             }
         }
-        // A reader that hands out 7 bytes at a time: lines cross its reads.
+        // Reads of 7 bytes at a time: lines cross them.
         let src = io::BufReader::with_capacity(7, text.as_bytes());
         let mut c = RuleChunker::new(src, 40, usize::MAX).ramp_from(5);
+        c.read_block = 7;
         let mut sizes = Vec::new();
         let mut joined = String::new();
         let mut line = 0;
@@ -790,6 +795,8 @@ mod tests {
             let want = model(&bytes, max_rules, max_bytes, first, tail);
             let src = io::BufReader::with_capacity(cap, &bytes[..]);
             let mut c = RuleChunker::new(src, max_rules, max_bytes).ramp_from(first);
+            // Reads of `cap` bytes: lines, bad bytes and the end cross them.
+            c.read_block = cap;
             if let Some(floor) = tail {
                 c = c.ramp_down(bytes.len(), floor);
             }

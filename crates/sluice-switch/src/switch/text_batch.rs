@@ -940,8 +940,9 @@ fn mask_place(
     }
     let slot = place_of.get_mut(n)?;
     if *slot == u32::MAX {
-        *slot = u32::try_from(masks.len()).ok()?;
+        let place = u32::try_from(masks.len()).ok()?;
         masks.push((table.mask_of(h)?, 0));
+        *slot = place;
     }
     Some(*slot)
 }

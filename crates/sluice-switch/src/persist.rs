@@ -248,14 +248,22 @@ impl Control {
     /// [`Control::commit`] of the changes of a batch of `rules` rules just applied to the flow
     /// table (see [`commit_beside_replay`]).
     fn commit_batch(&mut self, changes: &[Change], rules: usize) -> Result<(), SwitchError> {
-        match &mut self.store {
-            None => Ok(()),
-            Some(d) => {
-                d.last_commit = Instant::now();
-                commit_beside_replay(&mut self.table, rules, || d.store.commit(changes))
-                    .map_err(store_error)
-            }
-        }
+        self.commit_with(rules, |s| s.commit(changes))
+    }
+
+    /// Runs `write`, a commit to the store, for a batch of `rules` rules just applied to the
+    /// flow table, beside its replay ([`commit_beside_replay`]); `Ok` without a store.
+    fn commit_with(
+        &mut self,
+        rules: usize,
+        mut write: impl FnMut(&mut Store) -> Result<(), StoreError> + Send,
+    ) -> Result<(), SwitchError> {
+        let Some(d) = self.store.as_mut() else {
+            return Ok(());
+        };
+        d.last_commit = Instant::now();
+        let store = &mut d.store;
+        commit_beside_replay(&mut self.table, rules, || write(store)).map_err(store_error)
     }
 
     /// Records a port about to be added (it gets the next port handle). On failure the
@@ -357,18 +365,16 @@ impl Control {
         modified: impl Iterator<Item = (u64, &'t str)>,
         saved: Vec<(Handle, ActionList)>,
     ) -> Result<(), SwitchError> {
-        let Some(d) = self.store.as_mut() else {
+        if self.store.is_none() {
             return Ok(());
-        };
+        }
         let modified: Vec<(u64, &[u8])> = modified.map(|(h, t)| (h, t.as_bytes())).collect();
         if modified.is_empty() {
             return Ok(());
         }
-        d.last_commit = Instant::now();
-        let out = commit_beside_replay(&mut self.table, modified.len(), || {
-            d.store.commit_modifies(modified.iter().copied())
-        })
-        .map_err(store_error);
+        let out = self.commit_with(modified.len(), |s| {
+            s.commit_modifies(modified.iter().copied())
+        });
         if out.is_err() {
             let back = saved
                 .into_iter()
@@ -425,13 +431,9 @@ impl Control {
         added: &[(u64, u32, usize)],
         text: impl Fn(usize) -> &'t str + Sync,
     ) -> Result<(), SwitchError> {
-        let Some(d) = self.store.as_mut() else {
-            return Ok(());
-        };
-        if added.is_empty() {
+        if self.store.is_none() || added.is_empty() {
             return Ok(());
         }
-        d.last_commit = Instant::now();
         let rules = || {
             added.iter().map(|&(handle, priority, k)| StoredRule {
                 handle,
@@ -440,9 +442,7 @@ impl Control {
                 actions: &[],
             })
         };
-        let out = commit_beside_replay(&mut self.table, added.len(), || {
-            d.store.commit_rules(rules())
-        });
+        let out = self.commit_with(added.len(), |s| s.commit_rules(rules()));
         let Err(e) = out else {
             return Ok(());
         };
@@ -462,7 +462,7 @@ impl Control {
                 self.record_delete(h, &mask);
             }
         }
-        Err(store_error(e))
+        Err(e)
     }
 
     /// Records the rules of a `flow_del` that were deleted as one commit; on failure puts

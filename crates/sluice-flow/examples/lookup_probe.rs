@@ -9,12 +9,11 @@
 //! valgrind --tool=callgrind '--toggle-collect=*cached_burst_loop*' lookup_probe
 //! ```
 //!
-//! (`*cached_loop*` does not match `cached_burst_loop`.)
+//! (`*cached_loop*` does not match `cached_burst_loop`.) Arguments (optional): rules, flows,
+//! lookups per mode and the modes to run (any of `plain,burst,cached,cached_burst`), e.g.
+//! `lookup_probe 1000000 65536 5000000 burst` for a sampling profiler at the benchmark's scale.
 use sluice_flow::bench::{bench_rule, packet_for, SplitMix};
 use sluice_flow::{BatchMode, ExactCache, FlowKey, FlowTable, HitRef, Snapshot, TableConfig};
-
-/// Lookups per mode.
-const N: usize = 300_000;
 
 /// `n` lookups cycling over `packets`, key by key; returns the hits.
 #[inline(never)]
@@ -71,23 +70,52 @@ fn cached_burst_loop(
     hits
 }
 
+/// Argument `i` as a number, or `default`.
+fn arg(i: usize, default: usize) -> usize {
+    std::env::args()
+        .nth(i)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
 fn main() {
+    let rules_n = arg(1, 100_000).max(1);
+    let flows = arg(2, 4096).div_ceil(32).max(1) * 32;
+    let n = arg(3, 300_000);
+    let modes = std::env::args()
+        .nth(4)
+        .unwrap_or_else(|| "plain,burst,cached,cached_burst".into());
+    let on = |m: &str| modes.split(',').any(|x| x == m);
     let mut t = FlowTable::new(TableConfig::default());
-    let rules: Vec<_> = (0..100_000).map(|i| bench_rule(i, 16)).collect();
+    let rules: Vec<_> = (0..rules_n).map(|i| bench_rule(i, 16)).collect();
     t.insert_batch(rules, BatchMode::BestEffort);
     let mut rng = SplitMix::new(1);
-    let packets: Vec<FlowKey> = (0..4096)
-        .map(|_| packet_for(&bench_rule(rng.next() as usize % 100_000, 16), &mut rng))
+    let packets: Vec<FlowKey> = (0..flows)
+        .map(|_| packet_for(&bench_rule(rng.next() as usize % rules_n, 16), &mut rng))
         .collect();
     let r = t.reader();
     let snap = r.snapshot();
     let mut cache = ExactCache::new(16384);
-    let plain = plain_loop(&snap, &packets, N);
-    let burst = burst_loop(&snap, &packets, N);
-    let cached = cached_loop(&snap, &mut cache, &packets, N);
+    let timed = |m: &str, f: &mut dyn FnMut() -> u64| {
+        if !on(m) {
+            return 0;
+        }
+        let t0 = std::time::Instant::now();
+        let hits = f();
+        let s = t0.elapsed().as_secs_f64();
+        eprintln!("{m}: {:.0} lookups/s", n as f64 / s);
+        hits
+    };
+    let plain = timed("plain", &mut || plain_loop(&snap, &packets, n));
+    let burst = timed("burst", &mut || burst_loop(&snap, &packets, n));
+    let cached = timed("cached", &mut || {
+        cached_loop(&snap, &mut cache, &packets, n)
+    });
     let mut cache = ExactCache::new(16384);
-    let cached_burst = cached_burst_loop(&snap, &mut cache, &packets, N);
+    let cached_burst = timed("cached_burst", &mut || {
+        cached_burst_loop(&snap, &mut cache, &packets, n)
+    });
     println!(
-        "hits: plain {plain}, burst {burst}, cached {cached}, cached burst {cached_burst} of {N}"
+        "hits: plain {plain}, burst {burst}, cached {cached}, cached burst {cached_burst} of {n}"
     );
 }

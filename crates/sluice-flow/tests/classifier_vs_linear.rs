@@ -241,6 +241,13 @@ proptest! {
                 let got = got.map(|h| (h.handle, h.priority, h.actions.clone()));
                 prop_assert_eq!(got, model.lookup(p), "burst, packet {:?}", p);
             }
+            // The same burst through the portable build (what a processor without AVX2 runs).
+            snap.lookup_batch_portable(&keys, &mut out);
+            prop_assert_eq!(out.len(), keys.len());
+            for (p, got) in keys.iter().zip(&out) {
+                let got = got.map(|h| (h.handle, h.priority, h.actions.clone()));
+                prop_assert_eq!(got, model.lookup(p), "portable burst, packet {:?}", p);
+            }
             // The cached burst, twice per cache: the second pass answered from the cache.
             for c in burst_caches.iter_mut() {
                 for _ in 0..2 {
@@ -350,6 +357,12 @@ fn burst_and_cached_paths_agree_with_plain_lookup_at_scale() {
             .map(|h| h.map(|h| (h.handle, h.priority)))
             .collect();
         assert_eq!(got, want, "{what}: burst");
+        snap.lookup_batch_portable(&packets, &mut out);
+        let got: Vec<_> = out
+            .iter()
+            .map(|h| h.map(|h| (h.handle, h.priority)))
+            .collect();
+        assert_eq!(got, want, "{what}: portable burst");
         for c in [&mut small, &mut big] {
             for pass in 0..2 {
                 snap.lookup_batch_cached(c, &packets, &mut out);

@@ -48,6 +48,15 @@ fn check(t: &FlowTable, model: &[(Handle, Rule)], packets: &[FlowKey]) {
         assert_eq!(one, want, "lookup {p:?}");
         assert_eq!(burst.map(|h| (h.handle, h.priority)), want, "burst {p:?}");
     }
+    snap.lookup_batch_portable(packets, &mut out);
+    for (p, burst) in packets.iter().zip(&out) {
+        let want = scan(model, p);
+        assert_eq!(
+            burst.map(|h| (h.handle, h.priority)),
+            want,
+            "portable burst {p:?}"
+        );
+    }
     // Through an exact-match cache, small (evictions) and large (hits from an earlier burst),
     // every packet twice in a row (duplicates within a burst) and the whole list twice.
     let twice: Vec<FlowKey> = packets.iter().flat_map(|p| [*p, *p]).collect();

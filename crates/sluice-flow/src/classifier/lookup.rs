@@ -8,6 +8,9 @@ use super::subtable::{BurstStage, Filter, Subtable, BURST};
 use crate::action::ActionList;
 use crate::key::FlowKey;
 
+/// One build of [`Classifier::best_burst`]: a burst's keys in, each key's `(rank, action)` out.
+type BurstFn = fn(&Classifier, &[&FlowKey], &mut [(u64, u32)]);
+
 /// Subtables whose filters one pass of a lookup evaluates into a bit mask.
 const FILTER_CHUNK: usize = 64;
 
@@ -156,6 +159,27 @@ impl Classifier {
     /// Looks up a burst of keys (subtable by subtable, so the hash-table reads of different
     /// keys overlap): `out[i]` gets key `i`'s winner, the same as [`Classifier::lookup`].
     pub fn lookup_batch<'a>(&'a self, keys: &[FlowKey], out: &mut Vec<Option<HitRef<'a>>>) {
+        self.batch_with(keys, out, Self::best_burst);
+    }
+
+    /// [`Classifier::lookup_batch`] as a processor without AVX2 runs it (the portable build of
+    /// the burst, whatever this processor has): the same answers; for tests and comparisons.
+    pub fn lookup_batch_portable<'a>(
+        &'a self,
+        keys: &[FlowKey],
+        out: &mut Vec<Option<HitRef<'a>>>,
+    ) {
+        self.batch_with(keys, out, Self::best_burst_body);
+    }
+
+    /// The bursts of [`Classifier::lookup_batch`], each through `burst`.
+    #[inline(always)]
+    fn batch_with<'a>(
+        &'a self,
+        keys: &[FlowKey],
+        out: &mut Vec<Option<HitRef<'a>>>,
+        burst: BurstFn,
+    ) {
         out.clear();
         out.reserve(keys.len());
         for chunk in keys.chunks(BURST) {
@@ -163,7 +187,7 @@ impl Classifier {
             let best = best.get_mut(..chunk.len()).unwrap_or(&mut []);
             let Some(first) = chunk.first() else { break };
             let refs: [&FlowKey; BURST] = core::array::from_fn(|k| chunk.get(k).unwrap_or(first));
-            self.best_burst(refs.get(..chunk.len()).unwrap_or(&[]), best);
+            burst(self, refs.get(..chunk.len()).unwrap_or(&[]), best);
             out.extend(best.iter().map(|&(r, a)| self.hit(r, a)));
         }
     }
@@ -172,6 +196,30 @@ impl Classifier {
     /// most [`BURST`] keys (`best` as long as `keys`, zeroed), subtable by subtable in a
     /// pipeline (see [`Subtable::burst_hash`]).
     pub(super) fn best_burst(&self, keys: &[&FlowKey], best: &mut [(u64, u32)]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            #[allow(unsafe_code)]
+            // SAFETY: the processor has AVX2 (checked just above), the only requirement of a
+            // function compiled with `target_feature(enable = "avx2")`.
+            unsafe {
+                return self.best_burst_avx2(keys, best);
+            }
+        }
+        self.best_burst_body(keys, best);
+    }
+
+    /// [`Classifier::best_burst`] compiled for AVX2 (the burst's filter checks become four-lane
+    /// compares).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn best_burst_avx2(&self, keys: &[&FlowKey], best: &mut [(u64, u32)]) {
+        self.best_burst_body(keys, best);
+    }
+
+    /// [`Classifier::best_burst`]'s body, inlined into each build of it (this one the portable
+    /// build).
+    #[inline(always)]
+    fn best_burst_body(&self, keys: &[&FlowKey], best: &mut [(u64, u32)]) {
         if self.filters.len() > FILTER_CHUNK || keys.len() > BURST {
             for (b, k) in best.iter_mut().zip(keys) {
                 *b = self.best(k);
@@ -181,13 +229,7 @@ impl Classifier {
         let kws: [[u64; 16]; BURST] =
             core::array::from_fn(|k| keys.get(k).map_or([0; 16], |k| padded(k)));
         let kws = kws.get(..keys.len()).unwrap_or(&[]);
-        // Keys passing each subtable's filter, as bits.
-        let mut which = [0u32; FILTER_CHUNK];
-        for (k, kw) in kws.iter().enumerate() {
-            for (w, f) in which.iter_mut().zip(&self.filters) {
-                *w |= u32::from(f.passes(kw)) << k;
-            }
-        }
+        let which = self.burst_filters(kws);
         // A pipeline over the subtables that have keys to probe: at each step, hash and ask for
         // the buckets of the next one, read the buckets and ask for the entries of the one
         // ENTRY_LAG steps back, compare the keys of the one COMPARE_LAG steps back (the lags
@@ -229,6 +271,44 @@ impl Classifier {
         }
     }
 }
+
+impl Classifier {
+    /// Bit `k` of `which[j]` set when key `k` of a burst (at most [`BURST`]) passes filter `j`.
+    /// A burst of [`TRANSPOSE_MIN`] keys or more has its words transposed into columns (word `w`
+    /// of key `k` at `cols[w][k]`), so each filter is checked against the whole burst in one
+    /// loop over contiguous words (vector compares); a smaller one (the misses of a cached burst)
+    /// key by key, which costs no transposition.
+    #[inline(always)]
+    fn burst_filters(&self, kws: &[[u64; 16]]) -> [u32; FILTER_CHUNK] {
+        let mut which = [0u32; FILTER_CHUNK];
+        if kws.len() < TRANSPOSE_MIN {
+            for (k, kw) in kws.iter().enumerate() {
+                for (w, f) in which.iter_mut().zip(&self.filters) {
+                    *w |= u32::from(f.passes(kw)) << k;
+                }
+            }
+            return which;
+        }
+        let mut cols = [[0u64; BURST]; 16];
+        for (k, kw) in kws.iter().enumerate() {
+            for (c, x) in cols.iter_mut().zip(kw) {
+                if let Some(o) = c.get_mut(k) {
+                    *o = *x;
+                }
+            }
+        }
+        // Padding keys past the burst are cleared.
+        let live = u32::MAX >> (BURST - kws.len().clamp(1, BURST));
+        for (w, f) in which.iter_mut().zip(&self.filters) {
+            *w = f.passing(&cols) & live;
+        }
+        which
+    }
+}
+
+/// Keys from which a burst's filters are checked on transposed words (see
+/// [`Classifier::burst_filters`]).
+const TRANSPOSE_MIN: usize = 8;
 
 /// Steps between a subtable's hashing and its entries' prefetch in [`Classifier::best_burst`].
 /// Two steps and four (below) rather than one and two: at 1M rules the buckets and entries are

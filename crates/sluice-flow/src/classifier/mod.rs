@@ -23,12 +23,16 @@
 //!
 //! A lookup first evaluates one small filter per subtable, branch-free, from a dense array:
 //! when all of a subtable's entries share their non-L4 words (the common "one prefix, many ports"
-//! shape), the filter compares the packet's words with them exactly; otherwise it passes and the
+//! shape), the filter compares the packet's words with them exactly (up to three words; a key
+//! that passes is then hashed from the shared words' precomputed hash, its L4 word only);
+//! otherwise it passes and the
 //! subtable's staged check (Open vSwitch's idea, two stages) hashes the non-L4 words and looks
 //! them up in the subtable's set of such hashes. Only subtables that pass are hashed and probed:
 //! first every candidate's hash and home-bucket read (independent loads whose cache misses
 //! overlap), then the probes. [`Classifier::lookup_batch`] works subtable by subtable (hash every
-//! key of a burst, then probe each), so the probes of different keys overlap.
+//! key of a burst, then probe each), so the probes of different keys overlap; it checks each
+//! filter against the whole burst at once (the keys' words transposed into columns), and runs
+//! a build of itself compiled for AVX2 where the processor has it (four keys per compare).
 //!
 //! A copy is changed only through operations (`Op`), so the writer can replay the same log on the
 //! other copy (see [`crate::publish`]).
@@ -39,7 +43,7 @@
 //! | which key words a mask uses, packing and hashing them | `key_select.rs` |
 //! | a subtable: a table of its key width, its priorities, stage filter and lookup filter | `subtable.rs` |
 //! | one copy ([`Classifier`]): subtables, order, action lists, single-rule changes | `copy.rs` |
-//! | lookups, one key or a burst | `lookup.rs` |
+//! | lookups, one key or a burst (and the burst's AVX2 dispatch, `unsafe`) | `lookup.rs` |
 //! | prefetch and huge-page hints (the crate's `unsafe`) | `hint.rs` |
 //! | the exact-match cache | `exact_cache.rs` |
 //! | operations on a copy and the writer's records | `ops.rs` |

@@ -74,6 +74,16 @@ impl Snapshot {
         self.g.lookup_batch(keys, out);
     }
 
+    /// [`Snapshot::lookup_batch`] as a processor without AVX2 runs it: the same answers (for
+    /// tests and comparisons; see [`Classifier::lookup_batch_portable`]).
+    pub fn lookup_batch_portable<'a>(
+        &'a self,
+        keys: &[FlowKey],
+        out: &mut Vec<Option<HitRef<'a>>>,
+    ) {
+        self.g.lookup_batch_portable(keys, out);
+    }
+
     /// Number of rules in this snapshot.
     pub fn len(&self) -> usize {
         self.g.len()

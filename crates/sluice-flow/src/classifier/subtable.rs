@@ -267,9 +267,14 @@ impl Subtable {
     }
 
     #[inline]
-    fn stage_add(&mut self, hs: u64, g: &[u64]) {
+    fn stage_add<const N: usize>(&mut self, hs: u64, g: &[u64; N]) {
         if self.sel.stage_words == 0 {
             return;
+        }
+        // `single` promises that every entry has `one`'s stage words, not only their hash: a
+        // different set of words whose hash collides ends it.
+        if self.single && !self.same_stage(g) {
+            self.single = false;
         }
         // The common case, a value the small filter already holds, touches no hash table.
         if self.stage.len() <= FEW && self.few.contains(&hs) {
@@ -844,5 +849,33 @@ impl Filter {
             bits |= (gathered as u32) << (8 * j);
         }
         bits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `single` (every entry has `one`'s stage words, so a key is checked against `one` alone)
+    /// is about the words, not their hash: an entry whose different stage words collide with
+    /// `one`'s hash ends it, or keys of that entry would be rejected by the compare with `one`.
+    #[test]
+    fn a_colliding_stage_hash_ends_single() {
+        let mut mask = [0u64; KEY_WORDS];
+        mask[0] = u64::MAX;
+        mask[L4_WORD] = 0xffff;
+        let mut st = Subtable::new(FlowKey::from_words(mask));
+        assert_eq!(st.sel.stage_words, 1);
+        let (a, b) = ([7u64, 80, 0, 0], [8u64, 80, 0, 0]);
+        st.stage_add(42, &a);
+        assert!(st.single && st.same_stage(&a));
+        st.stage_add(42, &a);
+        assert!(st.single, "the same words again keep it");
+        st.stage_add(42, &b);
+        assert!(!st.single, "other words under the same hash end it");
+        assert!(
+            !st.filter(0).exact,
+            "and the filter no longer decides alone"
+        );
     }
 }

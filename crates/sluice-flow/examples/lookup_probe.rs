@@ -104,7 +104,9 @@ fn main() {
         }
     };
     let mut cache = ExactCache::new(entries);
-    warm(&mut cache);
+    if on("cached") {
+        warm(&mut cache);
+    }
     let timed = |m: &str, f: &mut dyn FnMut() -> u64| {
         if !on(m) {
             return 0;
@@ -121,7 +123,9 @@ fn main() {
         cached_loop(&snap, &mut cache, &packets, n)
     });
     let mut cache = ExactCache::new(entries);
-    warm(&mut cache);
+    if on("cached_burst") {
+        warm(&mut cache);
+    }
     let cached_burst = timed("cached_burst", &mut || {
         cached_burst_loop(&snap, &mut cache, &packets, n)
     });

@@ -25,11 +25,11 @@
 //! never lock and see a batch whole or not at all; a batch costs O(rules in the batch), never a
 //! copy of the table; memory is two copies plus one operation log, reclaimed by reference counts.
 //! The concurrency needs no `unsafe` code: `Arc::get_mut` is the proof that the standby copy is
-//! unshared. The crate's `unsafe` blocks are hints that change no value: the lookups'
+//! unshared. The crate's `unsafe` blocks are two hints that change no value, the lookups'
 //! prefetch (`_mm_prefetch`) and huge pages for the exact-match cache (`madvise`), in
-//! `classifier/hint.rs`; and one call, after a runtime check, of the burst lookup compiled for
-//! AVX2 (`classifier/lookup.rs`; the portable build is what other processors run, and the tests
-//! check it too).
+//! `classifier/hint.rs`; and one runtime-dispatched call, after its check, of the burst lookup
+//! compiled for AVX2 (`classifier/lookup.rs`; the portable build is what other processors run,
+//! and the tests check it too).
 //!
 //! Inserts are applied in batch order, sixteen at a time with their bucket reads started
 //! together (safe Rust has no prefetch instruction: the reads are ordinary loads folded into a

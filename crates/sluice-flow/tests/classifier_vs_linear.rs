@@ -320,9 +320,17 @@ fn big_batch_in_hash_order_keeps_batch_order_semantics() {
 /// the rules, and after inserting them again (new handles).
 #[test]
 fn burst_and_cached_paths_agree_with_plain_lookup_at_scale() {
+    // 16 masks: three stage words, exact filters; 64: up to five, filters that check only the
+    // last three and the single stage's compare for the rest.
+    for masks in [16, 64] {
+        agree_at_scale(masks);
+    }
+}
+
+fn agree_at_scale(masks: usize) {
     use sluice_flow::bench::{bench_rule, packet_for, SplitMix};
     let n = 40_000;
-    let rules: Vec<Rule> = (0..n).map(|i| bench_rule(i, 16)).collect();
+    let rules: Vec<Rule> = (0..n).map(|i| bench_rule(i, masks)).collect();
     let mut t = FlowTable::new(TableConfig::default());
     let handles: Vec<Handle> = t
         .insert_batch(rules.clone(), BatchMode::AllOrNothing)
@@ -331,8 +339,10 @@ fn burst_and_cached_paths_agree_with_plain_lookup_at_scale() {
         .collect();
     let mut rng = SplitMix::new(7);
     // Packets of rules (some of them deleted later) and packets of nothing.
-    let mut packets: Vec<FlowKey> = (0..3000)
-        .map(|_| packet_for(&rules[(rng.next() as usize) % n], &mut rng))
+    let from: Vec<usize> = (0..3000).map(|_| (rng.next() as usize) % n).collect();
+    let mut packets: Vec<FlowKey> = from
+        .iter()
+        .map(|&r| packet_for(&rules[r], &mut rng))
         .collect();
     packets.extend((0..300).map(|_| {
         let mut w = [0u64; sluice_flow::key::KEY_WORDS];
@@ -381,6 +391,22 @@ fn burst_and_cached_paths_agree_with_plain_lookup_at_scale() {
         assert!(big.hits > 0, "{what}: the big cache answered nothing");
     };
     check(&t, "inserted");
+    // The truth for the packets of rules: the winner matches the packet and ranks at least as
+    // high as the rule the packet was made from.
+    let snap = t.reader().snapshot();
+    for (p, &r) in packets.iter().zip(&from) {
+        let hit = snap.lookup(p).expect("a packet of a rule matches");
+        let winner = t.rule(hit.handle).expect("the winner is in the table");
+        assert!(
+            winner.matcher.matches(p),
+            "{masks} masks: the winner matches"
+        );
+        assert!(
+            hit.priority >= rules[r].priority,
+            "{masks} masks: no better rule missed"
+        );
+    }
+    drop(snap);
     let gone: Vec<RuleRef> = handles
         .iter()
         .step_by(3)

@@ -1,5 +1,6 @@
 //! The staged lookup (a subtable is skipped when no rule has the packet's non-L4 words) and the
-//! burst lookup, against a linear scan, while stage values come and go.
+//! burst lookup, against a linear scan, while stage values come and go; and how many flows the
+//! exact-match cache holds.
 use sluice_flow::{
     parse_rule, BatchMode, ExactCache, FlowKey, FlowTable, Handle, PortNames, Rule, RuleRef,
     TableConfig,

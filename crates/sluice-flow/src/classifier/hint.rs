@@ -1,7 +1,8 @@
 //! Hints to the processor and the kernel that change no value: a cache-line prefetch
-//! ([`prefetch`]) and huge pages for a big buffer ([`advise_huge_pages`]). They hold the crate's
-//! only `unsafe` blocks (stable Rust has no safe prefetch, and `madvise` is a system call on an
-//! address range).
+//! ([`prefetch`]) and huge pages for a big buffer ([`advise_huge_pages`]). They hold all of the
+//! crate's `unsafe` blocks but one (stable Rust has no safe prefetch, and `madvise` is a system
+//! call on an address range); the other is the call of the AVX2 build of a burst lookup after
+//! its runtime check, in `lookup.rs`.
 
 /// Asks the processor to bring the cache line holding `r` into its caches (no effect on other
 /// architectures).

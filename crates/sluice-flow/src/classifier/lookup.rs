@@ -298,7 +298,7 @@ impl Classifier {
             }
         }
         // Padding keys past the burst are cleared.
-        let live = u32::MAX >> (BURST - kws.len().clamp(1, BURST));
+        let live = u32::MAX >> (BURST - kws.len().min(BURST));
         for (w, f) in which.iter_mut().zip(&self.filters) {
             *w = f.passing(&cols) & live;
         }

@@ -23,11 +23,12 @@
 //!
 //! A lookup first evaluates one small filter per subtable, branch-free, from a dense array:
 //! when all of a subtable's entries share their non-L4 words (the common "one prefix, many ports"
-//! shape), the filter compares the packet's words with them exactly (up to three words; a key
-//! that passes is then hashed from the shared words' precomputed hash, its L4 word only);
-//! otherwise it passes and the
-//! subtable's staged check (Open vSwitch's idea, two stages) hashes the non-L4 words and looks
-//! them up in the subtable's set of such hashes. Only subtables that pass are hashed and probed:
+//! shape), the filter compares the packet's last three such words with them, and when there are
+//! no more than three that is the whole stage check (a key that passes is then hashed from the
+//! shared words' precomputed hash, its L4 word only). Otherwise the filter passes every key (or
+//! checks only part of the words), and the subtable's staged check (Open vSwitch's idea, two
+//! stages) compares the rest with the shared words, or hashes the non-L4 words and looks them up
+//! in the subtable's set of such hashes. Only subtables that pass are hashed and probed:
 //! first every candidate's hash and home-bucket read (independent loads whose cache misses
 //! overlap), then the probes. [`Classifier::lookup_batch`] works subtable by subtable (hash every
 //! key of a burst, then probe each), so the probes of different keys overlap; it checks each
@@ -44,7 +45,7 @@
 //! | a subtable: a table of its key width, its priorities, stage filter and lookup filter | `subtable.rs` |
 //! | one copy ([`Classifier`]): subtables, order, action lists, single-rule changes | `copy.rs` |
 //! | lookups, one key or a burst (and the burst's AVX2 dispatch, `unsafe`) | `lookup.rs` |
-//! | prefetch and huge-page hints (the crate's `unsafe`) | `hint.rs` |
+//! | prefetch and huge-page hints (the crate's other `unsafe`) | `hint.rs` |
 //! | the exact-match cache | `exact_cache.rs` |
 //! | operations on a copy and the writer's records | `ops.rs` |
 //! | inserting and replaying on several threads | `parallel.rs` |

@@ -171,7 +171,8 @@ pub(super) struct Subtable {
     few: [u64; FEW],
     /// Whether every entry has the same stage-one words, `one` (the common case of a subtable
     /// whose rules differ only in the L4 word): the stage check is then an exact comparison, with
-    /// no hashing. Set when the filter goes from empty to one value; cleared when it changes.
+    /// no hashing. Set when the filter goes from empty to one value; cleared when it changes, or
+    /// when an entry with other stage words is added under the same hash.
     single: bool,
     /// The stage-one words of every entry while `single` (packed; zero past the stage).
     one: [u64; KEY_WORDS],
@@ -198,10 +199,11 @@ impl Subtable {
         } else {
             KeyTable::Wide(BucketTable::new())
         };
+        let l4_mask = mask.words().get(L4_WORD).copied().unwrap_or(0);
         let mut l4_at = [0u64; KEY_WORDS];
         if sel.stage_words > 0 {
             if let Some(o) = l4_at.get_mut(usize::from(sel.stage_words)) {
-                *o = mask.words().get(L4_WORD).copied().unwrap_or(0);
+                *o = l4_mask;
             }
         }
         let mut one_sel = [0u64; KEY_WORDS];
@@ -217,7 +219,7 @@ impl Subtable {
             one: [0; KEY_WORDS],
             one_sel,
             one_hash: K0,
-            l4_mask: mask.words().get(L4_WORD).copied().unwrap_or(0),
+            l4_mask,
             l4_at,
             table,
         }
@@ -332,7 +334,9 @@ impl Subtable {
         }
         let l4 = word & self.l4_mask;
         debug_assert_eq!(g, self.sel.pack16::<N>(kw), "a key off the single stage");
-        (g, self.hash_after_stage::<N>(l4))
+        let h = self.hash_after_stage::<N>(l4);
+        debug_assert_eq!(h, hash_words(&g), "the hash from the stage's kept state");
+        (g, h)
     }
 
     /// The full hash of a packed key whose stage-one words are `one`'s and whose L4 word is
@@ -359,8 +363,8 @@ impl Subtable {
     /// The packed words of a key and its full hash, or `None` when the stage check rejects it.
     #[inline(always)]
     fn staged<const N: usize>(&self, kw: &[u64; 16]) -> Option<([u64; N], u64)> {
+        let g = self.sel.pack16::<N>(kw);
         if self.single {
-            let g = self.sel.pack16::<N>(kw);
             if !self.same_stage(&g) {
                 return None;
             }
@@ -370,7 +374,6 @@ impl Subtable {
                 .unwrap_or(0);
             return Some((g, self.hash_after_stage::<N>(l4)));
         }
-        let g = self.sel.pack16::<N>(kw);
         let (one, two) = g.split_at(usize::from(self.sel.stage_words).min(N));
         let mut h = K0;
         for w in one {
@@ -439,7 +442,7 @@ impl Subtable {
     pub(super) fn hash_of(&self, kw: &[u64; 16], exact: bool) -> Option<u64> {
         with_table!(&self.table, _t, N => {
             if exact {
-                Some(self.known_stage::<N>(kw).1)
+                Some(self.hash_after_stage::<N>(kw[L4_WORD] & self.l4_mask))
             } else {
                 self.staged::<N>(kw).map(|(_, h)| h)
             }

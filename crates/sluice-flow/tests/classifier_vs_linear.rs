@@ -318,6 +318,13 @@ fn big_batch_in_hash_order_keeps_batch_order_semantics() {
 /// runs, tags shared by other keys, buckets moved by deletes): the burst, cached and cached-burst
 /// paths give the plain lookup's answer for every packet, after inserts, after deleting a third of
 /// the rules, and after inserting them again (new handles).
+/// Each lookup's winner as (handle, priority).
+fn winners(out: &[Option<sluice_flow::HitRef<'_>>]) -> Vec<Option<(Handle, u32)>> {
+    out.iter()
+        .map(|h| h.map(|h| (h.handle, h.priority)))
+        .collect()
+}
+
 #[test]
 fn burst_and_cached_paths_agree_with_plain_lookup_at_scale() {
     // 16 masks: three stage words, exact filters; 64: up to five, filters that check only the
@@ -362,25 +369,13 @@ fn agree_at_scale(masks: usize) {
         assert!(want.iter().any(|w| w.is_some()), "{what}: nothing matches");
         let mut out = Vec::new();
         snap.lookup_batch(&packets, &mut out);
-        let got: Vec<_> = out
-            .iter()
-            .map(|h| h.map(|h| (h.handle, h.priority)))
-            .collect();
-        assert_eq!(got, want, "{what}: burst");
+        assert_eq!(winners(&out), want, "{what}: burst");
         snap.lookup_batch_portable(&packets, &mut out);
-        let got: Vec<_> = out
-            .iter()
-            .map(|h| h.map(|h| (h.handle, h.priority)))
-            .collect();
-        assert_eq!(got, want, "{what}: portable burst");
+        assert_eq!(winners(&out), want, "{what}: portable burst");
         for c in [&mut small, &mut big] {
             for pass in 0..2 {
                 snap.lookup_batch_cached(c, &packets, &mut out);
-                let got: Vec<_> = out
-                    .iter()
-                    .map(|h| h.map(|h| (h.handle, h.priority)))
-                    .collect();
-                assert_eq!(got, want, "{what}: cached burst, pass {pass}");
+                assert_eq!(winners(&out), want, "{what}: cached burst, pass {pass}");
                 let got: Vec<_> = packets
                     .iter()
                     .map(|p| snap.lookup_cached(c, p).map(|h| (h.handle, h.priority)))

@@ -7,6 +7,9 @@
 #   ovs     Open vSwitch userspace datapath (datapath_type=netdev, userspace-tso-enable=true),
 #           two OVS TAP ports moved into the namespaces, NORMAL forwarding
 #   bridge  a Linux bridge in a namespace of its own, veth pairs to the two namespaces
+#   relay   the floor of any TAP-based switch: two TAPs and a program that copies each frame
+#           from one to the other with its vnet header and nothing else (the tap_relay example
+#           of sluice-ports: Sluice's TAP offloads, one queue and one pinned thread per CPU)
 #   vxlan   the kernel's VXLAN devices over a veth pair (the peer of the tunnel hops)
 # All systems are set up first; then, each round, every stream count and every system run in turn
 # (alternating, so a slow moment of the shared machine hits all of them). Printed per run:
@@ -23,12 +26,14 @@ bench/e2e/run.sh [options]            (as root)
   --rounds N      rounds (default 2)
   --streams LIST  iperf3 parallel streams, space or comma separated (default "1 4")
   --hop KIND      none|vlan|qinq|vxlan|geneve: the path through Sluice (default none)
-  --systems LIST  comma separated from sluice,ovs,bridge,vxlan
-                  (default: sluice,ovs,bridge with --hop none, else sluice,vxlan)
+  --systems LIST  comma separated from sluice,ovs,bridge,relay,vxlan
+                  (default: sluice,ovs,bridge,relay with --hop none, else sluice,vxlan)
   --sluice PATH   the sluice binary (default: $SLUICE, else `cargo build --release -p sluice`)
+  --relay PATH    the tap_relay binary (default: $TAP_RELAY, else `cargo build --release
+                  -p sluice-ports --example tap_relay`)
   --sluice-threads N
-                  datapath threads of `sluice run` (default: $SLUICE_THREADS, else the
-                  daemon's default, one per CPU)
+                  datapath threads of `sluice run` and of the relay (default: $SLUICE_THREADS,
+                  else the daemon's default, one per CPU)
   --no-install    do not apt-get install missing tools (iperf3, openvswitch-switch, ethtool)
 EOF
 }
@@ -39,6 +44,7 @@ STREAMS="1 4"
 HOP=none
 SYSTEMS=""
 SLUICE_BIN=${SLUICE:-}
+RELAY_BIN=${TAP_RELAY:-}
 SLUICE_THREADS=${SLUICE_THREADS:-}
 INSTALL=1
 while [ $# -gt 0 ]; do
@@ -49,6 +55,7 @@ while [ $# -gt 0 ]; do
         --hop) HOP=$2; shift 2 ;;
         --systems) SYSTEMS=$2; shift 2 ;;
         --sluice) SLUICE_BIN=$2; shift 2 ;;
+        --relay) RELAY_BIN=$2; shift 2 ;;
         --sluice-threads) SLUICE_THREADS=$2; shift 2 ;;
         --no-install) INSTALL=0; shift ;;
         -h | --help) usage; exit 0 ;;
@@ -57,11 +64,11 @@ while [ $# -gt 0 ]; do
 done
 case "$HOP" in none | vlan | qinq | vxlan | geneve) ;; *) echo "--hop: $HOP?" >&2; exit 2 ;; esac
 if [ -z "$SYSTEMS" ]; then
-    if [ "$HOP" = none ]; then SYSTEMS=sluice,ovs,bridge; else SYSTEMS=sluice,vxlan; fi
+    if [ "$HOP" = none ]; then SYSTEMS=sluice,ovs,bridge,relay; else SYSTEMS=sluice,vxlan; fi
 fi
 IFS=, read -r -a SYS <<<"$SYSTEMS"
 for s in "${SYS[@]}"; do
-    case "$s" in sluice | ovs | bridge | vxlan) ;; *) echo "--systems: $s?" >&2; exit 2 ;; esac
+    case "$s" in sluice | ovs | bridge | relay | vxlan) ;; *) echo "--systems: $s?" >&2; exit 2 ;; esac
 done
 has() { [[ ",$SYSTEMS," == *",$1,"* ]]; }
 [ "$(id -u)" = 0 ] || { echo "run as root (namespaces, TAP, OVS)" >&2; exit 1; }
@@ -74,6 +81,7 @@ NS_LIST=()       # namespaces to delete
 ROOT_LINKS=()    # root-namespace links to delete
 PIDFILES=()      # daemons to stop (pid files)
 SLUICE_PID=""
+RELAY_PID=""
 
 cleanup() {
     set +e
@@ -82,6 +90,7 @@ cleanup() {
         for _ in $(seq 50); do kill -0 "$SLUICE_PID" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$SLUICE_PID" 2>/dev/null
     fi
+    if [ -n "$RELAY_PID" ]; then kill -TERM "$RELAY_PID" 2>/dev/null; wait "$RELAY_PID" 2>/dev/null; fi
     local pids=() f p
     for f in "${PIDFILES[@]}"; do
         p=$(cat "$f" 2>/dev/null) && [ -n "$p" ] && pids+=("$p")
@@ -132,6 +141,17 @@ if has sluice; then
     # A private copy: a rebuild while the benchmark runs must not change what is measured.
     cp "$SLUICE_BIN" "$WORK/sluice"
     SLUICE_BIN=$WORK/sluice
+fi
+
+if has relay && [ -z "$RELAY_BIN" ]; then
+    echo "building tap_relay (release)" >&2
+    (cd "$ROOT" && cargo build --release -q -p sluice-ports --example tap_relay) >&2
+    RELAY_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/tap_relay
+fi
+if has relay; then
+    [ -x "$RELAY_BIN" ] || die "no tap_relay binary at $RELAY_BIN"
+    cp "$RELAY_BIN" "$WORK/tap_relay"
+    RELAY_BIN=$WORK/tap_relay
 fi
 
 mkns() { ip netns add "$1"; NS_LIST+=("$1"); ip -n "$1" link set lo up; \
@@ -255,6 +275,22 @@ setup_bridge() {
     iperf_server "${BR}b"
 }
 
+# --- the floor: a TAP-to-TAP relay ----------------------------------------------------------------
+RL=rle2e$ID-
+RA=rla$ID; RB=rlb$ID
+setup_relay() {
+    mkns "${RL}a"; mkns "${RL}b"
+    local threads=()
+    if [ -n "$SLUICE_THREADS" ]; then threads=("$SLUICE_THREADS"); fi
+    "$RELAY_BIN" "$RA" "$RB" "${threads[@]}" >"$WORK/relay.log" 2>&1 &
+    RELAY_PID=$!
+    wait_for ip link show "$RB" || { cat "$WORK/relay.log" >&2; die "tap_relay did not create $RB"; }
+    ip link set "$RA" netns "${RL}a"
+    ip link set "$RB" netns "${RL}b"
+    addr_pair "$RL" "$RA" "$RB" 10.95.0
+    iperf_server "${RL}b"
+}
+
 # --- kernel VXLAN over veth ------------------------------------------------------------------------
 VX=vxe2e$ID-
 setup_vxlan() {
@@ -276,6 +312,7 @@ switch_pid() {
     case "$1" in
         sluice) echo "$SLUICE_PID" ;;
         ovs) cat "$WORK/ovs/ovs-vswitchd.pid" ;;
+        relay) echo "$RELAY_PID" ;;
         *) echo "" ;;
     esac
 }
@@ -291,6 +328,7 @@ run_one() {
         ovs) ns=$OV; net=10.92.0 ;;
         bridge) ns=$BR; net=10.93.0 ;;
         vxlan) ns=$VX; net=10.94.0 ;;
+        relay) ns=$RL; net=10.95.0 ;;
     esac
     pid=$(switch_pid "$sys")
     [ -n "$pid" ] && c0=$(cpu_ticks "$pid")
@@ -356,7 +394,7 @@ if has sluice; then
     for p in $STREAMS; do
         read -r g _ c <<<"$(best sluice "$p")"
         line="streams $p:"
-        for peer in ovs bridge vxlan; do
+        for peer in ovs bridge relay vxlan; do
             has "$peer" || continue
             read -r pg _ pc <<<"$(best "$peer" "$p")"
             line+="  sluice/$peer $(ratio "$g" "$pg")"
@@ -365,6 +403,21 @@ if has sluice; then
         done
         echo "$line"
     done
+    if has relay; then
+        # The floor against the peers: what a switch costing nothing beyond the TAP copies would
+        # reach (issue 15's goals are ratios to OVS and to the bridge).
+        echo
+        for p in $STREAMS; do
+            read -r g _ _ <<<"$(best relay "$p")"
+            line="streams $p:  floor (relay)"
+            for peer in ovs bridge; do
+                has "$peer" || continue
+                read -r pg _ _ <<<"$(best "$peer" "$p")"
+                line+="  relay/$peer $(ratio "$g" "$pg")"
+            done
+            echo "$line"
+        done
+    fi
     echo
     echo "# sluice stats after the runs (drops by port)"
     "$SLUICE_BIN" --socket "$WORK/sluice.sock" stats || true

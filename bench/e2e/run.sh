@@ -9,7 +9,9 @@
 #   bridge  a Linux bridge in a namespace of its own, veth pairs to the two namespaces
 #   relay   the floor of any TAP-based switch: two TAPs and a program that copies each frame
 #           from one to the other with its vnet header and nothing else (the tap_relay example
-#           of sluice-ports: Sluice's TAP offloads, one queue and one pinned thread per CPU)
+#           of sluice-ports: Sluice's TAP offloads, one queue and one pinned thread per CPU);
+#           with --hop, through a veth pair as Sluice's hop goes (AF_PACKET on both ends) but
+#           with the frames untouched: the floor of any hop made of AF_PACKET ports
 #   vxlan   the kernel's VXLAN devices over a veth pair (the peer of the tunnel hops)
 # All systems are set up first; then, each round, every stream count and every system run in turn
 # (alternating, so a slow moment of the shared machine hits all of them). Printed per run:
@@ -27,7 +29,7 @@ bench/e2e/run.sh [options]            (as root)
   --streams LIST  iperf3 parallel streams, space or comma separated (default "1 4")
   --hop KIND      none|vlan|qinq|vxlan|geneve: the path through Sluice (default none)
   --systems LIST  comma separated from sluice,ovs,bridge,relay,vxlan
-                  (default: sluice,ovs,bridge,relay with --hop none, else sluice,vxlan)
+                  (default: sluice,ovs,bridge,relay with --hop none, else sluice,vxlan,relay)
   --sluice PATH   the sluice binary (default: $SLUICE, else `cargo build --release -p sluice`)
   --relay PATH    the tap_relay binary (default: $TAP_RELAY, else `cargo build --release
                   -p sluice-ports --example tap_relay`)
@@ -64,7 +66,7 @@ while [ $# -gt 0 ]; do
 done
 case "$HOP" in none | vlan | qinq | vxlan | geneve) ;; *) echo "--hop: $HOP?" >&2; exit 2 ;; esac
 if [ -z "$SYSTEMS" ]; then
-    if [ "$HOP" = none ]; then SYSTEMS=sluice,ovs,bridge,relay; else SYSTEMS=sluice,vxlan; fi
+    if [ "$HOP" = none ]; then SYSTEMS=sluice,ovs,bridge,relay; else SYSTEMS=sluice,vxlan,relay; fi
 fi
 IFS=, read -r -a SYS <<<"$SYSTEMS"
 for s in "${SYS[@]}"; do
@@ -277,16 +279,28 @@ setup_bridge() {
 
 # --- the floor: a TAP-to-TAP relay ----------------------------------------------------------------
 RL=rle2e$ID-
-RA=rla$ID; RB=rlb$ID
+RA=rla$ID; RB=rlb$ID; RX=rlx$ID; RY=rly$ID
 setup_relay() {
     mkns "${RL}a"; mkns "${RL}b"
-    local threads=()
+    local threads=() at=()
     if [ -n "$SLUICE_THREADS" ]; then threads=("$SLUICE_THREADS"); fi
-    "$RELAY_BIN" "$RA" "$RB" "${threads[@]}" >"$WORK/relay.log" 2>&1 &
+    if [ "$HOP" = none ]; then
+        "$RELAY_BIN" "$RA" "$RB" "${threads[@]}" >"$WORK/relay.log" 2>&1 &
+    else
+        # The hop's veth pair as Sluice's (MTU 1600, in a namespace of its own); the relay runs
+        # there, so its TAPs are created there and moved out below.
+        mkns "${RL}h"
+        at=(-n "${RL}h")
+        ip -n "${RL}h" link add "$RX" mtu 1600 type veth peer name "$RY" mtu 1600
+        ip -n "${RL}h" link set "$RX" up; ip -n "${RL}h" link set "$RY" up
+        ip netns exec "${RL}h" "$RELAY_BIN" --hop "$RA" "$RX" "$RY" "$RB" "${threads[@]}" \
+            >"$WORK/relay.log" 2>&1 &
+    fi
     RELAY_PID=$!
-    wait_for ip link show "$RB" || { cat "$WORK/relay.log" >&2; die "tap_relay did not create $RB"; }
-    ip link set "$RA" netns "${RL}a"
-    ip link set "$RB" netns "${RL}b"
+    wait_for ip "${at[@]}" link show "$RB" \
+        || { cat "$WORK/relay.log" >&2; die "tap_relay did not create $RB"; }
+    ip "${at[@]}" link set "$RA" netns "${RL}a"
+    ip "${at[@]}" link set "$RB" netns "${RL}b"
     addr_pair "$RL" "$RA" "$RB" 10.95.0
     iperf_server "${RL}b"
 }
@@ -410,7 +424,7 @@ if has sluice; then
         for p in $STREAMS; do
             read -r g _ _ <<<"$(best relay "$p")"
             line="streams $p:  floor (relay)"
-            for peer in ovs bridge; do
+            for peer in ovs bridge vxlan; do
                 has "$peer" || continue
                 read -r pg _ _ <<<"$(best "$peer" "$p")"
                 line+="  relay/$peer $(ratio "$g" "$pg")"

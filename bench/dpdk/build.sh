@@ -16,3 +16,8 @@ echo "built $(pwd)/build/cksum_bench ($(pkg-config --modversion libdpdk))"
 # A copy without AVX-512 for valgrind/callgrind, which cannot execute AVX-512 instructions.
 # shellcheck disable=SC2086
 gcc -O3 -Wall -Wextra cksum_bench.c -o build/cksum_bench_avx2 $flags -march=native -mno-avx512f
+# As Debian ships it: the pkg-config flags alone (their -march=corei7 last), the build a program
+# compiled against libdpdk-dev with `pkg-config --cflags` gets; the like-for-like peer of Sluice's
+# portable build (what `cargo build` gives).
+# shellcheck disable=SC2086
+gcc -O3 -Wall -Wextra cksum_bench.c -o build/cksum_bench_pkg $flags

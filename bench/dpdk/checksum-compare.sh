@@ -8,7 +8,8 @@
 # target-cpu=native` (the same code generation flags as the native DPDK harness: the short-input
 # path is then inlined AVX-512 where the CPU has it; target/native). Like for like: the portable
 # build against DPDK as packaged, the native build against DPDK built native. Runs the four
-# alternately PAIRS times (default 3) with ROUNDS timing rounds each (default 15), checks all
+# alternately PAIRS times (default 4: each goes first equally often when PAIRS is a multiple of
+# 4) with ROUNDS timing rounds each (default 15), checks all
 # computed the same sum, and prints the median over runs of each program's per-run median:
 #
 #   size  sluice GB/s  native  avx2  scalar  dpdk GB/s  dpdk packaged  sluice/dpdk
@@ -18,7 +19,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-pairs=${1:-3}
+pairs=${1:-4}
 rounds=${2:-15}
 
 "$here/build.sh" >&2

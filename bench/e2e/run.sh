@@ -7,11 +7,11 @@
 #   ovs     Open vSwitch userspace datapath (datapath_type=netdev, userspace-tso-enable=true),
 #           two OVS TAP ports moved into the namespaces, NORMAL forwarding
 #   bridge  a Linux bridge in a namespace of its own, veth pairs to the two namespaces
-#   relay   the floor of any TAP-based switch: two TAPs and a program that copies each frame
-#           from one to the other with its vnet header and nothing else (the tap_relay example
-#           of sluice-ports: Sluice's TAP offloads, one queue and one pinned thread per CPU);
-#           with --hop, through a veth pair as Sluice's hop goes (AF_PACKET on both ends) but
-#           with the frames untouched: the floor of any hop made of AF_PACKET ports
+#   relay   a reference for TAP-based switches: two TAPs and a program that copies each frame
+#           from one to the other with its vnet header and nothing else, one at a time (the
+#           tap_relay example of sluice-ports: Sluice's TAP offloads, one queue and one thread
+#           per CPU); with --hop, through a veth pair as Sluice's hop goes (AF_PACKET on both
+#           ends, one thread) but with the frames untouched: nothing tagged or segmented
 #   vxlan   the kernel's VXLAN devices over a veth pair (the peer of the tunnel hops)
 # All systems are set up first; then, each round, every stream count and every system run in turn
 # (alternating, so a slow moment of the shared machine hits all of them). Printed per run:
@@ -92,7 +92,14 @@ cleanup() {
         for _ in $(seq 50); do kill -0 "$SLUICE_PID" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$SLUICE_PID" 2>/dev/null
     fi
-    if [ -n "$RELAY_PID" ]; then kill -TERM "$RELAY_PID" 2>/dev/null; wait "$RELAY_PID" 2>/dev/null; fi
+    if [ -n "$RELAY_PID" ] && kill -0 "$RELAY_PID" 2>/dev/null; then
+        kill -TERM "$RELAY_PID"
+        for _ in $(seq 50); do kill -0 "$RELAY_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$RELAY_PID" 2>/dev/null
+        wait "$RELAY_PID" 2>/dev/null
+    fi
+    # The relay's counts (frames relayed, refused, not read whole) or its error.
+    [ -s "$WORK/relay.log" ] && sed 's/^/# /' "$WORK/relay.log" >&2
     local pids=() f p
     for f in "${PIDFILES[@]}"; do
         p=$(cat "$f" 2>/dev/null) && [ -n "$p" ] && pids+=("$p")
@@ -277,7 +284,7 @@ setup_bridge() {
     iperf_server "${BR}b"
 }
 
-# --- the floor: a TAP-to-TAP relay ----------------------------------------------------------------
+# --- the reference: a TAP-to-TAP relay ------------------------------------------------------------
 RL=rle2e$ID-
 RA=rla$ID; RB=rlb$ID; RX=rlx$ID; RY=rly$ID
 setup_relay() {
@@ -297,8 +304,9 @@ setup_relay() {
             >"$WORK/relay.log" 2>&1 &
     fi
     RELAY_PID=$!
-    wait_for ip "${at[@]}" link show "$RB" \
-        || { cat "$WORK/relay.log" >&2; die "tap_relay did not create $RB"; }
+    # Its start-up line comes once every queue of both TAPs is open: only then may they move.
+    wait_for grep -q '^tap_relay: .* thread' "$WORK/relay.log" \
+        || { cat "$WORK/relay.log" >&2; die "tap_relay did not start"; }
     ip "${at[@]}" link set "$RA" netns "${RL}a"
     ip "${at[@]}" link set "$RB" netns "${RL}b"
     addr_pair "$RL" "$RA" "$RB" 10.95.0
@@ -345,6 +353,10 @@ run_one() {
         relay) ns=$RL; net=10.95.0 ;;
     esac
     pid=$(switch_pid "$sys")
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+        [ "$sys" = relay ] && cat "$WORK/relay.log" >&2
+        die "$sys: its switch process ($pid) is gone"
+    fi
     [ -n "$pid" ] && c0=$(cpu_ticks "$pid")
     if ! ip netns exec "${ns}a" iperf3 -c "$net.2" -p 5201 -t "$SECONDS_PER_RUN" -P "$p" -J >"$json"; then
         echo "round $round  streams $p  $sys: iperf3 failed: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("error","?"))' "$json" 2>/dev/null)" >&2
@@ -376,6 +388,7 @@ EOF
 for s in "${SYS[@]}"; do "setup_$s"; done
 echo "# bench/e2e: hop $HOP, $SECONDS_PER_RUN s per run, $ROUNDS rounds, streams $STREAMS, systems $SYSTEMS"
 echo "# $(uname -r), $(nproc) CPUs; sluice: $("$SLUICE_BIN" --version 2>/dev/null || echo -), threads ${SLUICE_THREADS:-default (one per CPU)}"
+has relay && echo "# relay: $(head -n 1 "$WORK/relay.log")"
 for round in $(seq "$ROUNDS"); do
     for p in $STREAMS; do
         for s in "${SYS[@]}"; do run_one "$s" "$p" "$round"; done
@@ -417,21 +430,24 @@ if has sluice; then
         done
         echo "$line"
     done
-    if has relay; then
-        # The floor against the peers: what a switch costing nothing beyond the TAP copies would
-        # reach (issue 15's goals are ratios to OVS and to the bridge).
-        echo
-        for p in $STREAMS; do
-            read -r g _ _ <<<"$(best relay "$p")"
-            line="streams $p:  floor (relay)"
-            for peer in ovs bridge vxlan; do
-                has "$peer" || continue
-                read -r pg _ _ <<<"$(best "$peer" "$p")"
-                line+="  relay/$peer $(ratio "$g" "$pg")"
-            done
-            echo "$line"
+fi
+if has relay; then
+    # The reference against the peers: the relay does little beyond the kernel's work that any
+    # switch with TAP (and AF_PACKET) ports has (issue 15's goals are ratios to OVS and to the
+    # bridge, issue 16's to the kernel's VXLAN).
+    echo
+    for p in $STREAMS; do
+        read -r g _ _ <<<"$(best relay "$p")"
+        line="streams $p:  reference (relay)"
+        for peer in ovs bridge vxlan; do
+            has "$peer" || continue
+            read -r pg _ _ <<<"$(best "$peer" "$p")"
+            line+="  relay/$peer $(ratio "$g" "$pg")"
         done
-    fi
+        echo "$line"
+    done
+fi
+if has sluice; then
     echo
     echo "# sluice stats after the runs (drops by port)"
     "$SLUICE_BIN" --socket "$WORK/sluice.sock" stats || true

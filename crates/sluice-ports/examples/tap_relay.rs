@@ -1,32 +1,39 @@
-//! The floor of a switch built on TAP ports: frames copied from one port to another with their
-//! `virtio_net_hdr`, nothing else — no parsing, no rules, no offload work. Whatever a TAP-based
-//! switch (Sluice, Open vSwitch's userspace datapath with TAP ports) does, it pays at least what
-//! this pays: the kernel's copy out of one TAP, its copy into the other and the receiver's stack
-//! run in the writing thread. `bench/e2e/run.sh` measures it in the same run as the switches
-//! (system `relay`), so their figures can be read against it.
+//! A reference for switches built on TAP ports: frames copied from one port to another with
+//! their `virtio_net_hdr` and nothing else — no parsing, no rules, no offload work, one frame
+//! read and written at a time. What it measures is mostly the kernel's part of the job, which
+//! any switch with TAP ports has too (Sluice, Open vSwitch's userspace datapath with TAP
+//! ports): the copy out of one TAP, the copy into the other and the receiver's stack run in
+//! the writing thread. `bench/e2e/run.sh` runs it in the same run as the switches (system
+//! `relay`), so their figures can be read against it.
 //!
 //! ```sh
 //! tap_relay A B [THREADS]            # as root: creates TAPs A and B, relays until killed
 //! tap_relay --hop A X Y B [THREADS]  # TAP A <-> AF_PACKET on X, AF_PACKET on Y <-> TAP B
 //! ```
 //!
-//! TAP to TAP, it is shaped as `sluice run` is by default: the TAPs open with the offloads
+//! TAP to TAP, it is set up as `sluice run` sets up its TAP ports by default: the offloads
 //! Sluice's TAP ports negotiate ([`TAP_OFFLOADS`]) and the same 12-byte vnet header, one queue
-//! per thread (`IFF_MULTI_QUEUE` from two threads), one thread per allowed CPU unless `THREADS`
-//! says otherwise, each pinned to its CPU; a thread sleeps in `poll` on its queues, then reads
-//! each until it is empty and writes every frame to the other TAP's queue of the same index.
+//! per thread (`IFF_MULTI_QUEUE` with two threads or more), one thread per allowed CPU unless
+//! `THREADS` says otherwise, each pinned to its CPU when there is one thread per CPU (as
+//! `sluice run` pins). A thread sleeps in `poll` on its queues, then reads each until it is
+//! empty or 64 frames were read, writing every frame to the other TAP's queue of the same index
+//! as soon as it is read.
 //!
 //! With `--hop`, the frames go through a veth pair (`X`, `Y`: existing interfaces, `AF_PACKET`
-//! sockets with `PACKET_VNET_HDR`) as through a hop of `bench/e2e/run.sh --hop`, but untouched:
-//! no tag, no tunnel header, so no segmentation either — the floor of any hop made of `AF_PACKET`
-//! ports, whatever it adds to the frames. One thread for both pairs by default, or one per pair
-//! (`A`-`X`, `Y`-`B`, pinned) with `THREADS` 2. The vnet headers are passed on as they are (the
-//! `AF_PACKET` one is the TAP's first 10 bytes).
+//! sockets with `PACKET_VNET_HDR`, non-blocking) as through a hop of `bench/e2e/run.sh --hop`,
+//! but untouched: no tag, no tunnel header, so no segmentation either. Unlike Sluice's
+//! `AF_PACKET` ports it reads one frame per `recvmsg` and sends one per `sendmsg` (no
+//! `recvmmsg` / `sendmmsg` batches) and does not ask for VLAN tags in aux data. One thread for
+//! both pairs by default (unpinned), or one per pair (`A`-`X`, `Y`-`B`) with `THREADS` 2. The
+//! vnet headers are passed on as they are (the `AF_PACKET` one is the TAP's first 10 bytes).
 //!
-//! Frames the kernel refuses on write are counted and printed on exit (SIGINT / SIGTERM).
+//! Frames the kernel refuses on write, and frames that cannot be read whole (a receive error
+//! for one frame, a truncated frame), are counted; the counts are printed on exit (SIGINT /
+//! SIGTERM). An error that leaves a port unusable stops every thread and the program.
 use std::io::{self, ErrorKind};
+use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_ports::port_tap::TAP_OFFLOADS;
@@ -43,9 +50,12 @@ const BURST: usize = 64;
 /// Receive buffer of a packet socket, as Sluice's `AF_PACKET` ports ask.
 const RCVBUF: usize = 32 << 20;
 
-/// Frames relayed and frames the kernel refused, all threads.
+/// Frames relayed, all threads.
 static RELAYED: AtomicU64 = AtomicU64::new(0);
+/// Frames the kernel refused on write, all threads.
 static REFUSED: AtomicU64 = AtomicU64::new(0);
+/// Frames that could not be read whole (a receive error for that frame, or truncated).
+static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// One side of a relay.
 enum End {
@@ -53,7 +63,17 @@ enum End {
     Packet(PacketSocket),
 }
 
+/// Whether a receive error leaves the port unusable (the program stops) rather than losing
+/// one frame or saying nothing is there (counted, and the relay goes on).
+fn fatal(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EBADF | libc::EBADFD | libc::EFAULT | libc::ENODEV | libc::ENXIO)
+    )
+}
+
 impl End {
+    /// A queue of TAP `name` (created if needed), non-blocking, with Sluice's TAP offloads.
     fn tap(name: &str, multi_queue: bool) -> io::Result<End> {
         let cfg = TapConfig {
             vnet_hdr_len: HDR,
@@ -69,6 +89,7 @@ impl End {
         Ok(End::Tap(tap))
     }
 
+    /// A non-blocking packet socket on interface `ifname`, with vnet headers.
     fn packet(ifname: &str) -> io::Result<End> {
         let cfg = AfPacketConfig {
             vnet_hdr: true,
@@ -76,10 +97,12 @@ impl End {
             promisc: false,
         };
         let sock = PacketSocket::bind(ifname, &cfg)?;
+        sock.set_nonblocking(true)?;
         sock.set_rcvbuf(RCVBUF)?;
         Ok(End::Packet(sock))
     }
 
+    /// The descriptor to poll.
     fn fd(&self) -> RawFd {
         match self {
             End::Tap(t) => t.as_raw_fd(),
@@ -87,37 +110,54 @@ impl End {
         }
     }
 
-    /// One frame if one is waiting: its 12-byte vnet header and where it lies in `buf`.
-    fn read(&self, buf: &mut [u8]) -> io::Result<Option<([u8; HDR], std::ops::Range<usize>)>> {
-        match self {
-            End::Tap(t) => match t.read(buf) {
-                Ok(n) if n >= HDR => {
-                    let mut hdr = [0u8; HDR];
-                    hdr.copy_from_slice(buf.get(..HDR).unwrap_or(&[0; HDR]));
-                    Ok(Some((hdr, HDR..n)))
+    /// The next frame whole, if one is waiting: its 12-byte vnet header and where it lies in
+    /// `buf`. `Ok(None)`: nothing waiting. Frames that cannot be read whole are counted in
+    /// [`DROPPED`] and skipped; only an error that leaves the port unusable is returned.
+    fn read(&self, buf: &mut [u8]) -> io::Result<Option<([u8; HDR], Range<usize>)>> {
+        loop {
+            let got = match self {
+                End::Tap(t) => t.read(buf).map(|n| {
+                    // A frame filling the buffer may have been longer (the kernel truncates
+                    // silently).
+                    (n >= HDR && n < buf.len()).then(|| {
+                        let mut hdr = [0u8; HDR];
+                        hdr.copy_from_slice(buf.get(..HDR).unwrap_or(&[0; HDR]));
+                        (hdr, HDR..n)
+                    })
+                }),
+                End::Packet(s) => match s.try_recv(buf) {
+                    Ok(None) => return Ok(None),
+                    Ok(Some(f)) if f.outgoing() => continue,
+                    Ok(Some(f)) => Ok((!f.truncated()).then(|| {
+                        // Bytes 10..12 (`num_buffers`) stay zero.
+                        let mut hdr = [0u8; HDR];
+                        if let (Some(h), Some(v)) = (hdr.get_mut(..PACKET_HDR), f.vnet_hdr) {
+                            h.copy_from_slice(&v);
+                        }
+                        (hdr, f.range())
+                    })),
+                    Err(e) => Err(e),
+                },
+            };
+            match got {
+                Ok(Some(frame)) => return Ok(Some(frame)),
+                Ok(None) => {
+                    DROPPED.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok(_) => Ok(None),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
-                    Ok(None)
-                }
-                Err(e) => Err(e),
-            },
-            End::Packet(s) => loop {
-                let Some(f) = s.try_recv(buf)? else {
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock) => return Ok(None),
+                Err(e) if matches!(e.kind(), ErrorKind::Interrupted) => {}
+                Err(e) if fatal(&e) => return Err(e),
+                Err(_) => {
+                    // One frame lost (a header the kernel could not write, a link going down):
+                    // counted; poll again rather than spin on a persisting error.
+                    DROPPED.fetch_add(1, Ordering::Relaxed);
                     return Ok(None);
-                };
-                if f.outgoing() || f.truncated() {
-                    continue;
                 }
-                let mut hdr = [0u8; HDR];
-                if let (Some(h), Some(v)) = (hdr.get_mut(..PACKET_HDR), f.vnet_hdr.as_ref()) {
-                    h.copy_from_slice(v);
-                }
-                return Ok(Some((hdr, f.range())));
-            },
+            }
         }
     }
 
+    /// Sends one frame with its vnet header (the first 10 bytes of it on a packet socket).
     fn write(&self, hdr: &[u8; HDR], frame: &[u8]) -> io::Result<usize> {
         match self {
             End::Tap(t) => t.write(hdr, frame),
@@ -136,6 +176,7 @@ fn drain(from: &End, to: &End, buf: &mut [u8]) -> io::Result<bool> {
         };
         any = true;
         let Some(frame) = buf.get(range) else {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
             continue;
         };
         match to.write(&hdr, frame) {
@@ -146,27 +187,36 @@ fn drain(from: &End, to: &End, buf: &mut [u8]) -> io::Result<bool> {
     Ok(any)
 }
 
-/// Relays every pair of `pairs` both ways until a stop signal.
-fn relay(pairs: Vec<(End, End)>, cpu: Option<usize>) -> io::Result<()> {
-    if let Some(cpu) = cpu {
-        sched::pin_to_cpu(0, cpu)?;
-    }
-    let mut buf = vec![0u8; BUF];
-    let fds: Vec<RawFd> = pairs.iter().flat_map(|(a, b)| [a.fd(), b.fd()]).collect();
-    while !signal::stop_requested() {
-        let mut any = false;
-        for (a, b) in &pairs {
-            any |= drain(a, b, &mut buf)?;
-            any |= drain(b, a, &mut buf)?;
+/// Relays every pair of `pairs` both ways until `stop` is set; a fatal error sets it for the
+/// other threads too.
+fn relay(pairs: &[(End, End)], cpu: Option<usize>, stop: &AtomicBool) -> io::Result<()> {
+    let run = || -> io::Result<()> {
+        if let Some(cpu) = cpu {
+            sched::pin_to_cpu(0, cpu)?;
         }
-        if !any {
-            poll::wait_readable(&fds, Duration::from_millis(100))?;
+        let mut buf = vec![0u8; BUF];
+        let fds: Vec<RawFd> = pairs.iter().flat_map(|(a, b)| [a.fd(), b.fd()]).collect();
+        while !stop.load(Ordering::Relaxed) {
+            let mut any = false;
+            for (a, b) in pairs {
+                any |= drain(a, b, &mut buf)?;
+                any |= drain(b, a, &mut buf)?;
+            }
+            if !any {
+                poll::wait_readable(&fds, Duration::from_millis(100))?;
+            }
         }
+        Ok(())
+    };
+    let res = run();
+    if res.is_err() {
+        stop.store(true, Ordering::Relaxed);
     }
-    Ok(())
+    res
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    const USAGE: &str = "usage: tap_relay A B [THREADS] | tap_relay --hop A X Y B [THREADS]";
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let hop = args.first().is_some_and(|a| a == "--hop");
     if hop {
@@ -174,7 +224,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let names = if hop { 4 } else { 2 };
     if args.len() < names || args.len() > names + 1 {
-        return Err("usage: tap_relay A B [THREADS] | tap_relay --hop A X Y B [THREADS]".into());
+        return Err(USAGE.into());
     }
     let cpus = sched::allowed_cpus()?;
     let threads = match args.get(names) {
@@ -188,18 +238,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => cpus.len(),
     }
     .max(1);
-    // Pinned as `sluice run` pins: thread i to the i-th allowed CPU, when there is one thread
-    // per CPU or fewer.
-    let pin = threads <= cpus.len();
-    signal::stop_on_signals()?;
+    // Pinned as `sluice run` pins by default: thread i to the i-th allowed CPU, only with one
+    // thread per CPU.
+    let pin = threads == cpus.len();
+    let stop = signal::stop_on_signals()?;
     // The pairs each thread relays.
     let mut work: Vec<Vec<(End, End)>> = (0..threads).map(|_| Vec::new()).collect();
+    let offloads;
     match args.as_slice() {
         [a, x, y, b, ..] if hop => {
-            let pairs = [
-                (End::tap(a, false)?, End::packet(x)?),
-                (End::packet(y)?, End::tap(b, false)?),
-            ];
+            let (ta, tb) = (End::tap(a, false)?, End::tap(b, false)?);
+            offloads = match &ta {
+                End::Tap(t) => t.offloads(),
+                End::Packet(_) => 0,
+            };
+            let pairs = [(ta, End::packet(x)?), (End::packet(y)?, tb)];
             for (i, p) in pairs.into_iter().enumerate() {
                 if let Some(w) = work.get_mut(i % threads) {
                     w.push(p);
@@ -207,11 +260,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         [a, b, ..] => {
+            let mut first = None;
             for w in work.iter_mut() {
-                w.push((End::tap(a, threads > 1)?, End::tap(b, threads > 1)?));
+                let (ta, tb) = (End::tap(a, threads > 1)?, End::tap(b, threads > 1)?);
+                if let End::Tap(t) = &ta {
+                    first.get_or_insert(t.offloads());
+                }
+                w.push((ta, tb));
             }
+            offloads = first.unwrap_or(0);
         }
-        _ => unreachable!("argument count checked above"),
+        _ => return Err(USAGE.into()),
     }
     let mut handles = Vec::with_capacity(threads);
     for (i, pairs) in work.into_iter().enumerate() {
@@ -219,20 +278,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let cpu = if pin { cpus.get(i).copied() } else { None };
-        handles.push(std::thread::spawn(move || relay(pairs, cpu)));
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("tap-relay{i}"))
+                .spawn(move || relay(&pairs, cpu, stop))?,
+        );
     }
+    // Printed once every port is open (bench/e2e/run.sh waits for this line).
+    let ports = match args.as_slice() {
+        [a, x, y, b, ..] if hop => format!("{a} <-> {x}, {y} <-> {b}"),
+        [a, b, ..] => format!("{a} <-> {b}"),
+        _ => String::new(),
+    };
     eprintln!(
-        "tap_relay: {}, {} thread(s), TAP offloads {TAP_OFFLOADS:#x}",
-        args.get(..names).unwrap_or_default().join(" <-> "),
-        handles.len()
+        "tap_relay: {ports}, {} thread(s){}, TAP offloads accepted {offloads:#x}",
+        handles.len(),
+        if pin { ", pinned" } else { "" }
     );
+    let mut first_err: Option<String> = None;
     for h in handles {
-        h.join().map_err(|_| "a relay thread panicked")??;
+        let res = match h.join() {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err("a relay thread panicked".to_string()),
+        };
+        if let Err(e) = res {
+            first_err.get_or_insert(e);
+        }
     }
     eprintln!(
-        "tap_relay: {} frames relayed, {} refused by the kernel",
+        "tap_relay: {} frames relayed, {} refused by the kernel, {} not read whole",
         RELAYED.load(Ordering::Relaxed),
-        REFUSED.load(Ordering::Relaxed)
+        REFUSED.load(Ordering::Relaxed),
+        DROPPED.load(Ordering::Relaxed)
     );
-    Ok(())
+    match first_err {
+        Some(e) => Err(format!("tap_relay stopped: {e}").into()),
+        None => Ok(()),
+    }
 }

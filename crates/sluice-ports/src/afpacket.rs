@@ -205,6 +205,14 @@ impl PacketSocket {
         Ok(usize::try_from(got).unwrap_or(0))
     }
 
+    /// Switches `O_NONBLOCK` on or off (as [`crate::AfPacketPort`] opens its socket: a full send
+    /// buffer then makes [`PacketSocket::send`] back off and retry for a bounded time instead of
+    /// blocking).
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        crate::tap::set_nonblocking(self.fd.as_raw_fd(), nonblocking)
+            .map_err(|e| with_context(e, "O_NONBLOCK"))
+    }
+
     /// The kernel's counts since the last call (`PACKET_STATISTICS`, which resets them): frames
     /// the socket was offered and frames it dropped because its receive queue was full.
     pub fn statistics(&self) -> io::Result<SocketStats> {

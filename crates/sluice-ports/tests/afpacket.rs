@@ -176,3 +176,34 @@ fn afpacket_send_queue_batches_in_order_and_skips_a_refused_frame() {
         "nothing more arrives"
     );
 }
+
+/// `O_NONBLOCK` on a packet socket as `fcntl` reads it back.
+fn nonblocking(sock: &PacketSocket) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_GETFL on a descriptor the socket owns for the duration of the call.
+    let flags = unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) };
+    assert!(flags >= 0, "F_GETFL: {}", std::io::Error::last_os_error());
+    flags & libc::O_NONBLOCK != 0
+}
+
+#[test]
+fn afpacket_set_nonblocking_switches_the_descriptor_flag() {
+    root();
+    let ns_a = Netns::create("slpkna").unwrap();
+    let ns_b = Netns::create("slpknb").unwrap();
+    let _veth = VethPair::create(&ns_a, "na", &ns_b, "nb", 1500).unwrap();
+    let cfg = AfPacketConfig {
+        vnet_hdr: true,
+        auxdata: false,
+        promisc: false,
+    };
+    let sock = ns_a
+        .enter(|| PacketSocket::bind("na", &cfg))
+        .unwrap()
+        .unwrap();
+    assert!(!nonblocking(&sock), "a new socket blocks");
+    sock.set_nonblocking(true).unwrap();
+    assert!(nonblocking(&sock));
+    sock.set_nonblocking(false).unwrap();
+    assert!(!nonblocking(&sock));
+}

@@ -19,9 +19,10 @@ use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 
 /// Where a receive burst ends by size: once the frames (without their `virtio_net_hdr`) one
-/// [`Port::recv`] call has read hold at least this many bytes, the system ports return them,
-/// even with fewer than `max`. The TAP port checks after every frame; the `AF_PACKET` port
-/// between its system calls, one of which can still read `RECV_BATCH` (32) super-frames.
+/// [`Port::recv`] call has read hold at least this many bytes, the TAP port returns them, even
+/// with fewer than `max`; it checks after every frame. (The `AF_PACKET` port has a budget of its
+/// own, four times this one — `sluice_ports::port_afpacket::AFPACKET_RX_BURST_BYTES` — checked
+/// between its system calls, one of which can still read `RECV_BATCH` (32) super-frames.)
 ///
 /// The datapath reads a whole burst before it forwards any of it. With 64 KiB super-frames, a
 /// burst of 64 frames is 4 MiB, twice a core's L2 cache here, so the first frames are likely
@@ -154,7 +155,8 @@ pub trait Port: Send {
     /// metadata set, appended to `out`. Returns how many were appended (0: nothing waiting, or
     /// only frames it refused). Frames the port must refuse are dropped and counted in
     /// [`Port::drops`]. A port may return fewer than `max` while more are waiting once the
-    /// frames it read hold [`RX_BURST_BYTES`]; the next call goes on from there.
+    /// frames it read hold its byte budget ([`RX_BURST_BYTES`] for a TAP); the next call goes on
+    /// from there.
     fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult;
 
     /// Sends one frame prepared for [`Port::device`], with the work left to the device.

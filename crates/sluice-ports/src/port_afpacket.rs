@@ -40,7 +40,7 @@ use crate::port_tap::encode_work;
 use sluice_datapath::buf::{BufPool, PacketBuf};
 pub use sluice_datapath::port::EthtoolFeature;
 use sluice_datapath::port::{
-    rx_prepare, Port, PortControl, PortDrops, PortError, PortState, RecvResult, RX_BURST_BYTES,
+    rx_prepare, Port, PortControl, PortDrops, PortError, PortState, RecvResult,
 };
 use sluice_offload::features::{Device, Feature, Features, MAX_VLAN_DEPTH};
 use sluice_offload::tx::DeviceWork;
@@ -94,6 +94,17 @@ pub struct AfPacketPortConfig {
 
 /// Default receive buffer of an [`AfPacketPort`]: 32 MiB, about 500 super-frames of 64 KiB.
 pub const DEFAULT_RCVBUF: usize = 32 << 20;
+
+/// Where an [`AfPacketPort`]'s receive burst ends by size (checked between its `recvmmsg`
+/// calls): 1 MiB, four times the TAP's
+/// [`RX_BURST_BYTES`](sluice_datapath::port::RX_BURST_BYTES). A VXLAN / Geneve hop's 64 KiB
+/// super-frame crosses the veth as two packed UDP-GSO frames that GRO merges again, and GRO is
+/// flushed at the end of each burst, so a burst that ends between the two splits the merge in
+/// two frames. With 256 KiB the receiving side wrote 1.24–1.33 frames into the TAP per
+/// super-frame, with 1 MiB 1.13–1.22, and the VXLAN hop ran 4.83 → 5.72 Gbit/s, the single-tag
+/// hop 9.61 → 9.94 (medians of eight rounds, four alternating pairs each; BENCHMARKS.md, "A
+/// relay as a reference …").
+pub const AFPACKET_RX_BURST_BYTES: usize = 1 << 20;
 
 impl Default for AfPacketPortConfig {
     fn default() -> Self {
@@ -473,10 +484,10 @@ impl Port for AfPacketPort {
 
     fn recv(&mut self, pool: &mut BufPool, out: &mut Vec<PacketBuf>, max: usize) -> RecvResult {
         let mut n = 0;
-        // Bytes read by this call: the burst ends at RX_BURST_BYTES, checked between system
-        // calls (one reads up to RECV_BATCH frames).
+        // Bytes read by this call: the burst ends at AFPACKET_RX_BURST_BYTES, checked between
+        // system calls (one reads up to RECV_BATCH frames).
         let mut bytes = 0;
-        while n < max && bytes < RX_BURST_BYTES {
+        while n < max && bytes < AFPACKET_RX_BURST_BYTES {
             // Only as many buffers as the pool has idle (at least one): an empty poll must not
             // allocate a batch of buffers the pool cannot keep.
             let want = (max - n).min(RECV_BATCH).min(pool.idle().max(1));

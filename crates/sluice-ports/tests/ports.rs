@@ -10,6 +10,7 @@ use sluice_packet::meta::Slot;
 use sluice_packet::{GsoType, Level};
 use sluice_ports::netns::unique_suffix;
 use sluice_ports::poll::wait_readable;
+use sluice_ports::port_afpacket::AFPACKET_RX_BURST_BYTES;
 use sluice_ports::tap::{TUN_F_CSUM, TUN_F_TSO4};
 use sluice_ports::{
     AfPacketConfig, AfPacketPort, AfPacketPortConfig, Netns, PacketSocket, TapPort, TapPortConfig,
@@ -1170,7 +1171,7 @@ fn afpacket_receive_burst_ends_at_its_byte_budget() {
     const LEN: usize = 60_000;
     const FRAMES: usize = 40;
     let batch = sluice_ports::afpacket::RECV_BATCH;
-    assert!(batch * (LEN + 42) >= RX_BURST_BYTES && batch < FRAMES && FRAMES <= 64);
+    assert!(batch * (LEN + 42) >= AFPACKET_RX_BURST_BYTES && batch < FRAMES && FRAMES <= 64);
     send_datagrams(&ns_b, "192.0.2.2:0", "192.0.2.1:9", FRAMES, LEN);
 
     // Every frame queued on the socket before the first read (the veth may hand them over in

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 /// burst of 64 frames is 4 MiB, twice a core's L2 cache here, so the first frames are likely
 /// cold by the time they are sent on; with the bound, a VLAN hop and a TAP-to-TAP forward ran
 /// 16 % and 13 % faster (medians, daemon pinned; BENCHMARKS.md, "Receive bursts bounded by
-/// bytes").
+/// bytes" — measured when the `AF_PACKET` port had this budget too).
 pub const RX_BURST_BYTES: usize = 256 * 1024;
 
 /// Why a port operation failed.

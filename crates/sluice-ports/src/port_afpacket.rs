@@ -96,15 +96,19 @@ pub struct AfPacketPortConfig {
 pub const DEFAULT_RCVBUF: usize = 32 << 20;
 
 /// Where an [`AfPacketPort`]'s receive burst ends by size (checked between its `recvmmsg`
-/// calls): 1 MiB, four times the TAP's
-/// [`RX_BURST_BYTES`](sluice_datapath::port::RX_BURST_BYTES). A VXLAN / Geneve hop's 64 KiB
-/// super-frame crosses the veth as two packed UDP-GSO frames that GRO merges again, and GRO is
-/// flushed at the end of each burst, so a burst that ends between the two splits the merge in
-/// two frames. With 256 KiB the receiving side wrote 1.24–1.33 frames into the TAP per
-/// super-frame, with 1 MiB 1.13–1.22, and the VXLAN hop ran 4.83 → 5.72 Gbit/s, the single-tag
-/// hop 9.61 → 9.94 (medians of eight rounds, four alternating pairs each; BENCHMARKS.md, "A
-/// relay as a reference …").
+/// calls, each of which reads as many frames as the pool has idle buffers, up to `RECV_BATCH`):
+/// 1 MiB, four times the TAP's [`RX_BURST_BYTES`](sluice_datapath::port::RX_BURST_BYTES). A
+/// VXLAN / Geneve hop's 64 KiB super-frame crosses the veth as two packed UDP-GSO frames that
+/// GRO merges again, and GRO is flushed at the end of each burst, so a burst that ends between
+/// the two splits the merge (likely the cause; why each burst ended was not counted). With 256
+/// KiB the receiving side wrote 1.24–1.33 frames into the TAP per super-frame, with 1 MiB
+/// 1.13–1.22 (ranges apart); the VXLAN hop's medians went 4.83 → 5.72 Gbit/s (eight rounds a
+/// side, ranges overlapping; 5.00 → 5.51 in a second set), the single-tag hop's 9.61 → 9.94
+/// (BENCHMARKS.md, "A relay as a reference …").
 pub const AFPACKET_RX_BURST_BYTES: usize = 1 << 20;
+
+// The docs above and of `RX_BURST_BYTES` give the ratio of the two budgets.
+const _: () = assert!(AFPACKET_RX_BURST_BYTES == 4 * sluice_datapath::port::RX_BURST_BYTES);
 
 impl Default for AfPacketPortConfig {
     fn default() -> Self {

@@ -1141,14 +1141,32 @@ fn tap_receive_burst_ends_at_its_byte_budget() {
     assert_datagrams(&got, LEN);
 }
 
-/// The same budget on an `AF_PACKET` port, checked between its system calls: 40 frames of
-/// 60 000 bytes on a veth come as one `recvmmsg` of `RECV_BATCH` (more than the budget), then
-/// the rest, whole and in order.
+/// The `AF_PACKET` port's own budget (`AFPACKET_RX_BURST_BYTES`, 1 MiB), checked between its
+/// system calls (one reads up to `RECV_BATCH` frames, as many as the pool has idle buffers):
+/// - 40 frames of 60 000 bytes come as one `recvmmsg` of `RECV_BATCH` (more than the budget),
+///   then the rest (without a budget: one burst of 40);
+/// - 72 frames of 30 000 bytes: two calls of `RECV_BATCH` (the first, 961 344 bytes, under the
+///   budget) up to the datapath's `max` of 64, then the rest (with the TAP's 256 KiB budget:
+///   32, 32, 8).
+///
+/// Whole and in order either way.
 #[test]
 fn afpacket_receive_burst_ends_at_its_byte_budget() {
     root();
-    let ns_a = Netns::create("slpbba").unwrap();
-    let ns_b = Netns::create("slpbbb").unwrap();
+    let batch = sluice_ports::afpacket::RECV_BATCH;
+    assert!(batch * (60_000 + 42) >= AFPACKET_RX_BURST_BYTES);
+    afpacket_bursts("a", 60_000, 40, &[batch, 40 - batch]);
+    assert!(batch * (30_000 + 42) < AFPACKET_RX_BURST_BYTES);
+    assert!(batch * (30_000 + 42) >= RX_BURST_BYTES);
+    afpacket_bursts("b", 30_000, 72, &[2 * batch, 72 - 2 * batch]);
+}
+
+/// Sends `frames` UDP datagrams of `len` bytes through a veth into an `AfPacketPort`, waits until
+/// all are queued on its socket, reads them with a warm pool of 64 buffers and checks the burst
+/// sizes against `want` and the frames' contents.
+fn afpacket_bursts(tag: &str, len: usize, frames: usize, want: &[usize]) {
+    let ns_a = Netns::create(&format!("slpbb{tag}a")).unwrap();
+    let ns_b = Netns::create(&format!("slpbb{tag}b")).unwrap();
     let va = format!("va{}", unique_suffix());
     let vb = format!("vb{}", unique_suffix());
     let _veth = VethPair::create(&ns_a, &va, &ns_b, &vb, 65_000).unwrap();
@@ -1167,16 +1185,11 @@ fn afpacket_receive_burst_ends_at_its_byte_budget() {
         .enter(|| AfPacketPort::open(&va, &AfPacketPortConfig::default()))
         .unwrap()
         .unwrap();
-
-    const LEN: usize = 60_000;
-    const FRAMES: usize = 40;
-    let batch = sluice_ports::afpacket::RECV_BATCH;
-    assert!(batch * (LEN + 42) >= AFPACKET_RX_BURST_BYTES && batch < FRAMES && FRAMES <= 64);
-    send_datagrams(&ns_b, "192.0.2.2:0", "192.0.2.1:9", FRAMES, LEN);
+    send_datagrams(&ns_b, "192.0.2.2:0", "192.0.2.1:9", frames, len);
 
     // Every frame queued on the socket before the first read (the veth may hand them over in
     // ksoftirqd, after `send_to` returned): the namespace's only packet socket holds them all.
-    let queued = FRAMES * (LEN + 42);
+    let queued = frames * (len + 42);
     wait_until("the frames reach the socket", || {
         packet_socket_rmem(&ns_a) >= queued
     });
@@ -1185,9 +1198,9 @@ fn afpacket_receive_burst_ends_at_its_byte_budget() {
     let mut pool = BufPool::new(65_536, 64);
     let warm: Vec<_> = (0..64).map(|_| pool.get()).collect();
     warm.into_iter().for_each(|b| pool.put(b));
-    let (got, bursts) = recv_in_bursts(&mut port, &mut pool, FRAMES);
-    assert_eq!(bursts, [batch, FRAMES - batch]);
-    assert_datagrams(&got, LEN);
+    let (got, bursts) = recv_in_bursts(&mut port, &mut pool, frames);
+    assert_eq!(bursts, want, "{frames} frames of {len} bytes");
+    assert_datagrams(&got, len);
     assert_eq!(port.drops().rx_kernel, 0);
 }
 

@@ -85,19 +85,20 @@ PIDFILES=()      # daemons to stop (pid files)
 SLUICE_PID=""
 RELAY_PID=""
 
+# Stops process $1 (if set and alive): SIGTERM, up to 5 s to exit, then SIGKILL.
+stop_pid() {
+    [ -n "$1" ] && kill -0 "$1" 2>/dev/null || return 0
+    kill -TERM "$1"
+    for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+    return 0
+}
+
 cleanup() {
     set +e
-    if [ -n "$SLUICE_PID" ] && kill -0 "$SLUICE_PID" 2>/dev/null; then
-        kill -TERM "$SLUICE_PID"
-        for _ in $(seq 50); do kill -0 "$SLUICE_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$SLUICE_PID" 2>/dev/null
-    fi
-    if [ -n "$RELAY_PID" ] && kill -0 "$RELAY_PID" 2>/dev/null; then
-        kill -TERM "$RELAY_PID"
-        for _ in $(seq 50); do kill -0 "$RELAY_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$RELAY_PID" 2>/dev/null
-        wait "$RELAY_PID" 2>/dev/null
-    fi
+    stop_pid "$SLUICE_PID"
+    stop_pid "$RELAY_PID"
     # The relay's counts (frames relayed, refused, not read whole) or its error.
     [ -s "$WORK/relay.log" ] && sed 's/^/# /' "$WORK/relay.log" >&2
     local pids=() f p

@@ -8,6 +8,13 @@ use sluice_ports::{Netns, VethPair};
 use sluice_testkit::frames::*;
 use sluice_testkit::root;
 
+/// A packet socket bound to `ifname` in `ns`.
+fn bind_in(ns: &Netns, ifname: &str, cfg: &AfPacketConfig) -> PacketSocket {
+    ns.enter(|| PacketSocket::bind(ifname, cfg))
+        .unwrap()
+        .unwrap()
+}
+
 fn recv_incoming(sock: &PacketSocket, buf: &mut [u8]) -> RecvFrame {
     loop {
         let rx = sock
@@ -31,23 +38,16 @@ fn afpacket_veth_frames_and_vlan_reinsertion() {
         auxdata: false,
         promisc: false,
     };
-    let tx = ns_a
-        .enter(|| PacketSocket::bind("pa", &plain))
-        .unwrap()
-        .unwrap();
-    let rx = ns_b
-        .enter(|| {
-            PacketSocket::bind(
-                "pb",
-                &AfPacketConfig {
-                    vnet_hdr: true,
-                    auxdata: true,
-                    promisc: true,
-                },
-            )
-        })
-        .unwrap()
-        .unwrap();
+    let tx = bind_in(&ns_a, "pa", &plain);
+    let rx = bind_in(
+        &ns_b,
+        "pb",
+        &AfPacketConfig {
+            vnet_hdr: true,
+            auxdata: true,
+            promisc: true,
+        },
+    );
     rx.drain().unwrap();
     let mut buf = vec![0u8; 70000];
 
@@ -78,10 +78,7 @@ fn afpacket_veth_frames_and_vlan_reinsertion() {
     assert_eq!(got.frame(&small), &frame[..got.len]);
 
     // Without aux data the tag stays out of the frame (what the kernel does).
-    let rx_plain = ns_b
-        .enter(|| PacketSocket::bind("pb", &plain))
-        .unwrap()
-        .unwrap();
+    let rx_plain = bind_in(&ns_b, "pb", &plain);
     rx_plain.drain().unwrap();
     tx.send(None, &tagged(&frame, 0x8100, 5)).unwrap();
     let got = recv_incoming(&rx_plain, &mut buf);
@@ -104,23 +101,16 @@ fn afpacket_send_queue_batches_in_order_and_skips_a_refused_frame() {
         auxdata: false,
         promisc: false,
     };
-    let tx = ns_a
-        .enter(|| PacketSocket::bind("qa", &with_hdr))
-        .unwrap()
-        .unwrap();
-    let rx = ns_b
-        .enter(|| {
-            PacketSocket::bind(
-                "qb",
-                &AfPacketConfig {
-                    vnet_hdr: false,
-                    auxdata: false,
-                    promisc: true,
-                },
-            )
-        })
-        .unwrap()
-        .unwrap();
+    let tx = bind_in(&ns_a, "qa", &with_hdr);
+    let rx = bind_in(
+        &ns_b,
+        "qb",
+        &AfPacketConfig {
+            vnet_hdr: false,
+            auxdata: false,
+            promisc: true,
+        },
+    );
     rx.drain().unwrap();
 
     // 150 frames (more than two batches), frame 70 too long for a 1500-byte MTU. Each batch is
@@ -197,10 +187,7 @@ fn afpacket_set_nonblocking_switches_the_descriptor_flag() {
         auxdata: false,
         promisc: false,
     };
-    let sock = ns_a
-        .enter(|| PacketSocket::bind("na", &cfg))
-        .unwrap()
-        .unwrap();
+    let sock = bind_in(&ns_a, "na", &cfg);
     assert!(!nonblocking(&sock), "a new socket blocks");
     sock.set_nonblocking(true).unwrap();
     assert!(nonblocking(&sock));

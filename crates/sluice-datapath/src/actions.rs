@@ -499,6 +499,12 @@ pub fn src_port_from_hash(hash: u32) -> u16 {
 /// A hash of the inner flow: the MAC addresses, the IP addresses and protocol, and the L4
 /// ports (TCP, UDP, SCTP; not of later fragments). FNV-1a with a final avalanche (MurmurHash3's
 /// `fmix32`), deterministic across runs.
+///
+/// **Symmetric**: a flow's two directions (addresses and ports swapped) hash alike, each pair
+/// of endpoints taken in a fixed order, as the kernel's symmetric flow hash does. So both
+/// directions of a flow get one outer source port, and a receiver that spreads tunnel frames
+/// by their outer flow (the `PACKET_FANOUT` hash of a hop's far port) hands a flow's data and
+/// its acknowledgements to one thread, not to two that pass its bytes between their caches.
 pub fn inner_flow_hash(frame: &[u8], layout: &Layout) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
     let mut eat = |bytes: &[u8]| {
@@ -507,22 +513,41 @@ pub fn inner_flow_hash(frame: &[u8], layout: &Layout) -> u32 {
             h = h.wrapping_mul(0x0100_0193);
         }
     };
-    eat(frame.get(..12).unwrap_or(&[]));
+    let (dst, src) = (frame.get(..6), frame.get(6..12));
+    let (lo, hi) = if dst <= src { (dst, src) } else { (src, dst) };
+    eat(lo.unwrap_or(&[]));
+    eat(hi.unwrap_or(&[]));
     let o = &layout.outer;
-    if let (Some(l3), Some(kind)) = (o.l3, o.l3_kind) {
-        let addrs = match kind {
-            L3Kind::Ipv4 => frame.get(l3 + 12..l3 + 20),
-            L3Kind::Ipv6 => frame.get(l3 + 8..l3 + 40),
-        };
-        eat(addrs.unwrap_or(&[]));
-    }
+    // The two endpoints (address, port), source first.
+    let addrs = match (o.l3, o.l3_kind) {
+        (Some(l3), Some(L3Kind::Ipv4)) => Some((l3 + 12, 4)),
+        (Some(l3), Some(L3Kind::Ipv6)) => Some((l3 + 8, 16)),
+        _ => None,
+    };
+    let a = |at: usize, len: usize| frame.get(at..at + len).unwrap_or(&[]);
+    let (mut src, mut dst) = match addrs {
+        Some((at, len)) => ((a(at, len), &[][..]), (a(at + len, len), &[][..])),
+        None => ((&[][..], &[][..]), (&[][..], &[][..])),
+    };
     if let Some(p) = o.l4_proto {
-        eat(&[p]);
         let ports = matches!(p, ip_proto::TCP | ip_proto::UDP | ip_proto::SCTP);
         if let (true, false, Some(l4)) = (ports, o.is_later_fragment, o.l4) {
-            eat(frame.get(l4..l4 + 4).unwrap_or(&[]));
+            if frame.len() >= l4 + 4 {
+                src.1 = a(l4, 2);
+                dst.1 = a(l4 + 2, 2);
+            }
         }
     }
+    if src > dst {
+        std::mem::swap(&mut src, &mut dst);
+    }
+    eat(src.0);
+    eat(dst.0);
+    if let Some(p) = o.l4_proto {
+        eat(&[p]);
+    }
+    eat(src.1);
+    eat(dst.1);
     h ^= h >> 16;
     h = h.wrapping_mul(0x85eb_ca6b);
     h ^= h >> 13;

@@ -624,6 +624,50 @@ fn source_port_depends_on_the_inner_flow() {
     assert!(ports.len() > 48, "only {} distinct ports", ports.len());
 }
 
+/// The frame of the other direction of `f`'s flow: MAC addresses, IP addresses and L4 ports
+/// swapped (checksums left as they were: the hash does not read them).
+fn reversed(f: &[u8], ip: Ip) -> Vec<u8> {
+    let mut r = f.to_vec();
+    let (macs, addrs, alen, l4) = match ip {
+        Ip::V4 => (0, 26, 4, 34),
+        Ip::V6 => (0, 22, 16, 54),
+    };
+    r[macs..macs + 6].copy_from_slice(&f[macs + 6..macs + 12]);
+    r[macs + 6..macs + 12].copy_from_slice(&f[macs..macs + 6]);
+    r[addrs..addrs + alen].copy_from_slice(&f[addrs + alen..addrs + 2 * alen]);
+    r[addrs + alen..addrs + 2 * alen].copy_from_slice(&f[addrs..addrs + alen]);
+    r[l4..l4 + 2].copy_from_slice(&f[l4 + 2..l4 + 4]);
+    r[l4 + 2..l4 + 4].copy_from_slice(&f[l4..l4 + 2]);
+    r
+}
+
+#[test]
+fn both_directions_of_a_flow_get_one_source_port() {
+    for ip in [Ip::V4, Ip::V6] {
+        for l4 in [L4::Tcp, L4::Udp] {
+            let f = build(ip, l4, &[], b"data");
+            let r = reversed(&f, ip);
+            let hash = |frame: &[u8]| inner_flow_hash(frame, &parse_with(frame, &CFG).unwrap());
+            assert_ne!(f, r);
+            assert_eq!(hash(&f), hash(&r), "{ip:?} {l4:?}");
+            // The port a direction gets is not the reverse of another flow's: swapping only
+            // the ports (another flow) changes it.
+            let mut ports_only = f.clone();
+            let at = if ip == Ip::V4 { 34 } else { 54 };
+            ports_only[at..at + 2].copy_from_slice(&f[at + 2..at + 4]);
+            ports_only[at + 2..at + 4].copy_from_slice(&f[at..at + 2]);
+            assert_ne!(hash(&f), hash(&ports_only), "{ip:?} {l4:?}");
+            // Through the encap action: the same outer source port both ways.
+            let sport = |frame: &[u8]| {
+                let mut p = pkt(frame, verified_meta(frame));
+                apply(&mut p, &encap(TunnelKind::Geneve, Ip::V4, 7, true), &CFG).unwrap();
+                u16::from_be_bytes([p.frame()[34], p.frame()[35]])
+            };
+            assert_eq!(sport(&f), sport(&r), "{ip:?} {l4:?}");
+        }
+    }
+}
+
 #[test]
 fn encap_refusals_leave_the_packet_alone() {
     let f = build(Ip::V4, L4::Udp, &[], b"abc");

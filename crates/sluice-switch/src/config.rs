@@ -163,6 +163,19 @@ pub fn check_threads(n: usize) -> Result<usize, String> {
     }
 }
 
+/// The datapath threads `sluice run` (and `sluice demo`) start when told no number: one per
+/// CPU, at most [`MAX_THREADS`].
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
+}
+
+/// Whether `threads` datapath threads are pinned when nothing says: only when every CPU the
+/// process may run on (`sched_getaffinity`) gets one thread. With fewer, pinning would put
+/// every such daemon on the same first CPUs.
+pub fn default_pin_threads(threads: usize) -> bool {
+    sluice_ports::sched::allowed_cpus().is_ok_and(|c| c.len() == threads)
+}
+
 impl Config {
     /// Reads a configuration from the text of its file and checks the values that need
     /// nothing else (ranges of `batch`, `busy_poll_us`, `threads`, `max_connections`,

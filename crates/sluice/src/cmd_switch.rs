@@ -5,7 +5,8 @@ use crate::daemon_log::PortStates;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use sluice_switch::config::{
-    check_threads, Config, LogLevel, DEFAULT_CONFIG, DEFAULT_DB, MAX_THREADS,
+    check_threads, default_pin_threads, default_threads, Config, LogLevel, DEFAULT_CONFIG,
+    DEFAULT_DB,
 };
 use sluice_switch::control::{Client, ControlServer, Request, ServerConfig, DEFAULT_SOCKET};
 use sluice_switch::metrics::{self, MetricsServer, RateInfo};
@@ -110,12 +111,12 @@ pub fn run_daemon(socket_arg: &Path, args: RunArgs) -> Result<()> {
     }
     sc.threads = match args.threads.or(config.threads) {
         Some(n) => check_threads(n).map_err(anyhow::Error::msg)?,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS)),
+        None => default_threads(),
     };
-    // By default only when every CPU the daemon may use gets one thread: with fewer, pinning
-    // would put every such daemon on the same first CPUs.
-    let cpus = sluice_ports::sched::allowed_cpus().map_or(0, |c| c.len());
-    sc.pin_threads = !args.no_pin_threads && config.pin_threads.unwrap_or(sc.threads == cpus);
+    sc.pin_threads = !args.no_pin_threads
+        && config
+            .pin_threads
+            .unwrap_or(default_pin_threads(sc.threads));
     if let Some(m) = args.max_rules.or(config.max_rules) {
         sc.max_rules = m;
     }

@@ -56,6 +56,19 @@ pub struct Args {
     /// configuration.
     #[arg(long, value_name = "US", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub busy_poll_us: u64,
+    /// The switch's datapath threads, each with its own queue of both TAP ports (default: one
+    /// per CPU, pinned as `sluice run` pins them).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=sluice_switch::config::MAX_THREADS as u64))]
+    pub threads: Option<u64>,
+}
+
+impl Args {
+    /// The datapath threads the demo's switch runs: `--threads`, else `sluice run`'s default.
+    fn datapath_threads(&self) -> usize {
+        self.threads
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or_else(sluice_switch::config::default_threads)
+    }
 }
 
 /// The hop between the two TAP ports.
@@ -273,6 +286,8 @@ fn demo(args: &Args, stop: &'static AtomicBool) -> Result<Outcome> {
     // Declared after the namespaces and links: dropped (TAPs closed and gone) before them.
     let switch = Switch::start(SwitchConfig {
         busy_poll: std::time::Duration::from_micros(args.busy_poll_us),
+        threads: args.datapath_threads(),
+        pin_threads: sluice_switch::config::default_pin_threads(args.datapath_threads()),
         ..SwitchConfig::default()
     })
     .context("starting the switch")?;
@@ -515,11 +530,12 @@ fn render(args: &Args, o: &Outcome) -> Result<String> {
     let _ = writeln!(
         s,
         "Kernel TCP from 192.0.2.1 ({}) to 192.0.2.2 ({}) through the switch's TAP ports, \
-         hop: {}, {} s per run.",
+         hop: {}, {} s per run, {} datapath thread(s).",
         o.ns_a,
         o.ns_b,
         args.hop.name(),
-        args.seconds
+        args.seconds,
+        args.datapath_threads()
     );
     let _ = writeln!(s);
     let _ = writeln!(
@@ -646,6 +662,7 @@ fn to_json(args: &Args, o: &Outcome) -> Value {
         })).collect::<Vec<_>>(),
         "seconds": args.seconds,
         "busy_poll_us": args.busy_poll_us,
+        "threads": args.datapath_threads(),
         "runs": {
             "offloads_on": run_json(&o.on),
             "offloads_off": run_json(&o.off),

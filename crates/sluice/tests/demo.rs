@@ -127,13 +127,25 @@ fn check_common(v: &Value, hop: &str) {
 fn demo_plain_with_bridge_comparison() {
     let v = demo(&["--seconds", "1"]);
     check_common(&v, "none");
+    // `sluice run`'s default: one datapath thread per CPU.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(num(&v, &["threads"]) as usize, cpus, "{v}");
     assert!(num(&v, &["bridge_gbps"]) > 0.0, "{v}");
     assert_eq!(v["runs"]["bridge"]["verified"], true, "{v}");
 }
 
 #[test]
 fn demo_qinq_hop() {
-    let v = demo(&["--seconds", "1", "--hop", "qinq", "--no-bridge"]);
+    let v = demo(&[
+        "--seconds",
+        "1",
+        "--hop",
+        "qinq",
+        "--no-bridge",
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(num(&v, &["threads"]), 1.0, "{v}");
     check_common(&v, "qinq");
     assert!(v["bridge_gbps"].is_null(), "{v}");
 }
@@ -169,4 +181,11 @@ fn demo_refuses_bad_arguments_cleanly() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--seconds"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["demo", "--threads", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--threads"), "{err}");
 }

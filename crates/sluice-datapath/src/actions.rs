@@ -496,15 +496,19 @@ pub fn src_port_from_hash(hash: u32) -> u16 {
     SRC_PORT_MIN + u16::try_from(off).unwrap_or(0)
 }
 
-/// A hash of the inner flow: the MAC addresses, the IP addresses and protocol, and the L4
-/// ports (TCP, UDP, SCTP; not of later fragments). FNV-1a with a final avalanche (MurmurHash3's
-/// `fmix32`), deterministic across runs.
+/// A hash of the inner flow: the IP addresses and protocol and the L4 ports (TCP, UDP, SCTP;
+/// not of later fragments), or the MAC addresses for a frame without an IP header. FNV-1a with
+/// a final avalanche (MurmurHash3's `fmix32`), deterministic across runs.
 ///
-/// **Symmetric**: a flow's two directions (addresses and ports swapped) hash alike, each pair
-/// of endpoints taken in a fixed order, as the kernel's symmetric flow hash does. So both
-/// directions of a flow get one outer source port, and a receiver that spreads tunnel frames
-/// by their outer flow (the `PACKET_FANOUT` hash of a hop's far port) hands a flow's data and
-/// its acknowledgements to one thread, not to two that pass its bytes between their caches.
+/// **Symmetric**: a flow's two directions (addresses and ports swapped) hash alike, the two
+/// endpoints (address, then port) taken in a fixed order, as the kernel's symmetric flow hash
+/// (`__skb_get_hash_symmetric`, which `PACKET_FANOUT_HASH` uses) orders them. The MAC
+/// addresses of an IP packet are left out, so a routed overlay whose two directions carry
+/// different MAC pairs (a gateway's address on both sides) still hashes alike. So, when both
+/// tunnel ends are Sluice, a flow's two directions get one outer source port, and a receiver
+/// that spreads tunnel frames by their outer flow (the `PACKET_FANOUT` hash of a hop's far
+/// port) hands a flow's data and its acknowledgements to one thread, not to two that pass its
+/// bytes between their caches.
 pub fn inner_flow_hash(frame: &[u8], layout: &Layout) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
     let mut eat = |bytes: &[u8]| {
@@ -513,10 +517,6 @@ pub fn inner_flow_hash(frame: &[u8], layout: &Layout) -> u32 {
             h = h.wrapping_mul(0x0100_0193);
         }
     };
-    let (dst, src) = (frame.get(..6), frame.get(6..12));
-    let (lo, hi) = if dst <= src { (dst, src) } else { (src, dst) };
-    eat(lo.unwrap_or(&[]));
-    eat(hi.unwrap_or(&[]));
     let o = &layout.outer;
     // The two endpoints (address, port), source first.
     let addrs = match (o.l3, o.l3_kind) {
@@ -527,7 +527,8 @@ pub fn inner_flow_hash(frame: &[u8], layout: &Layout) -> u32 {
     let a = |at: usize, len: usize| frame.get(at..at + len).unwrap_or(&[]);
     let (mut src, mut dst) = match addrs {
         Some((at, len)) => ((a(at, len), &[][..]), (a(at + len, len), &[][..])),
-        None => ((&[][..], &[][..]), (&[][..], &[][..])),
+        // No IP header: the MAC addresses are the endpoints.
+        None => ((a(6, 6), &[][..]), (a(0, 6), &[][..])),
     };
     if let Some(p) = o.l4_proto {
         let ports = matches!(p, ip_proto::TCP | ip_proto::UDP | ip_proto::SCTP);

@@ -668,6 +668,114 @@ fn both_directions_of_a_flow_get_one_source_port() {
     }
 }
 
+/// A frame for the flow hash's properties, checksums left zero (the hash does not read them):
+/// MAC addresses `macs` (destination, source), an optional 802.1Q tag, and for `Some(addrs)`
+/// an IPv4 (4-byte addresses) or IPv6 (16-byte) header of protocol `proto` with an L4 header
+/// whose first four bytes are `ports`; `None`: a frame of an experimental EtherType.
+fn flow_frame(
+    macs: ([u8; 6], [u8; 6]),
+    tag: Option<u16>,
+    ip: Option<(&[u8], &[u8], u8)>,
+    ports: (u16, u16),
+) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&macs.0);
+    f.extend_from_slice(&macs.1);
+    if let Some(vid) = tag {
+        f.extend_from_slice(&[0x81, 0x00]);
+        f.extend_from_slice(&vid.to_be_bytes());
+    }
+    let Some((src, dst, proto)) = ip else {
+        f.extend_from_slice(&[0x88, 0xb5]);
+        f.extend_from_slice(&[0u8; 46]);
+        return f;
+    };
+    let l4_len: usize = match proto {
+        6 => 20,
+        132 => 12,
+        _ => 8,
+    };
+    let mut l4 = vec![0u8; l4_len];
+    l4[..2].copy_from_slice(&ports.0.to_be_bytes());
+    l4[2..4].copy_from_slice(&ports.1.to_be_bytes());
+    match proto {
+        6 => l4[12] = 0x50,
+        17 => l4[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes()),
+        _ => {}
+    }
+    if src.len() == 4 {
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+        f.extend_from_slice(&((20 + l4_len) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 1, 0x40, 0, 64, proto, 0, 0]);
+    } else {
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+        f.extend_from_slice(&(l4_len as u16).to_be_bytes());
+        f.extend_from_slice(&[proto, 64]);
+    }
+    f.extend_from_slice(src);
+    f.extend_from_slice(dst);
+    f.extend_from_slice(&l4);
+    f
+}
+
+fn flow_hash(frame: &[u8]) -> u32 {
+    inner_flow_hash(frame, &parse_with(frame, &CFG).unwrap())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Any flow and its other direction hash alike: IPv4 or IPv6; TCP, UDP, SCTP (ports) or
+    /// ICMP (none); tagged or not; the two endpoints' addresses often equal, so that the ports
+    /// alone order them. An IP packet's MAC addresses do not count (a routed overlay's two
+    /// directions carry different ones); a frame without IP hashes its MAC addresses alike
+    /// both ways.
+    #[test]
+    fn a_flow_and_its_other_direction_hash_alike(
+        v6 in any::<bool>(),
+        proto in prop_oneof![Just(6u8), Just(17), Just(132), Just(1)],
+        tag in proptest::option::of(1u16..4095),
+        macs in any::<([u8; 6], [u8; 6])>(),
+        other_macs in any::<([u8; 6], [u8; 6])>(),
+        a in any::<[u8; 16]>(),
+        b in any::<[u8; 16]>(),
+        same_addrs in any::<bool>(),
+        ports in any::<(u16, u16)>(),
+    ) {
+        let n = if v6 { 16 } else { 4 };
+        let a = &a[..n];
+        let b = if same_addrs { a } else { &b[..n] };
+        let there = flow_frame(macs, tag, Some((a, b, proto)), ports);
+        let back = flow_frame((macs.1, macs.0), tag, Some((b, a, proto)), (ports.1, ports.0));
+        prop_assert_eq!(flow_hash(&there), flow_hash(&back));
+        let routed = flow_frame(other_macs, tag, Some((b, a, proto)), (ports.1, ports.0));
+        prop_assert_eq!(flow_hash(&there), flow_hash(&routed));
+        let l2 = flow_frame(macs, tag, None, ports);
+        let l2_back = flow_frame((macs.1, macs.0), tag, None, ports);
+        prop_assert_eq!(flow_hash(&l2), flow_hash(&l2_back));
+    }
+}
+
+#[test]
+fn flows_that_are_not_one_flow_hash_apart() {
+    let macs = (DST_MAC, SRC_MAC);
+    let (a, b) = (&V4_SRC[..], &V4_DST[..]);
+    let base = flow_hash(&flow_frame(macs, None, Some((a, b, 6)), (40000, 80)));
+    // Another port on one side, only the ports swapped (the same addresses' other flow), UDP
+    // instead of TCP, other addresses: each is another flow.
+    for other in [
+        flow_frame(macs, None, Some((a, b, 6)), (40001, 80)),
+        flow_frame(macs, None, Some((a, b, 6)), (80, 40000)),
+        flow_frame(macs, None, Some((a, b, 17)), (40000, 80)),
+        flow_frame(macs, None, Some((a, &V4_SRC[..], 6)), (40000, 80)),
+    ] {
+        assert_ne!(flow_hash(&other), base, "{other:02x?}");
+    }
+    // ICMP has no ports: bytes where a TCP header's ports would be do not count.
+    let icmp = |ports| flow_hash(&flow_frame(macs, None, Some((a, b, 1)), ports));
+    assert_eq!(icmp((1, 2)), icmp((3, 4)));
+}
+
 #[test]
 fn encap_refusals_leave_the_packet_alone() {
     let f = build(Ip::V4, L4::Udp, &[], b"abc");

@@ -41,7 +41,8 @@ const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
 
 /// `PACKET_FANOUT` socket option.
 const PACKET_FANOUT: libc::c_int = 18;
-/// `PACKET_FANOUT_HASH`: the group member is chosen by the frame's flow hash (`skb_get_hash`).
+/// `PACKET_FANOUT_HASH`: the group member is chosen by the frame's symmetric flow hash
+/// (`__skb_get_hash_symmetric`).
 const PACKET_FANOUT_HASH: u32 = 0;
 /// `PACKET_FANOUT_FLAG_UNIQUEID`: the kernel picks an unused group id (Linux 4.5+).
 const PACKET_FANOUT_FLAG_UNIQUEID: u32 = 0x2000;
@@ -450,9 +451,9 @@ impl PacketSocket {
     /// returns the group id for [`PacketSocket::join_fanout`].
     ///
     /// In a hash group the kernel hands each received frame to one member, chosen by the
-    /// frame's flow hash (`skb_get_hash`: addresses, protocol and ports of the outer headers) over
-    /// the current number of members, so the frames of one flow go to one socket while the group
-    /// does not change. Fragments are not reassembled (no `PACKET_FANOUT_FLAG_DEFRAG`): the switch
+    /// frame's symmetric flow hash (`__skb_get_hash_symmetric`: addresses, protocol and ports of
+    /// the outer headers, each pair in a fixed order) over the current number of members, so the
+    /// frames of one flow, both directions, go to one socket while the group does not change. Fragments are not reassembled (no `PACKET_FANOUT_FLAG_DEFRAG`): the switch
     /// forwards what arrives.
     pub fn create_fanout(&self) -> io::Result<u16> {
         let arg =

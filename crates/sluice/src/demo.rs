@@ -137,6 +137,10 @@ struct Outcome {
     turned_off: usize,
     /// With a hop: each direction across the veth pair, over both switch runs.
     hop: Vec<HopCount>,
+    /// The switch's datapath threads, as it ran them.
+    threads: usize,
+    /// The CPU each datapath thread was pinned to (`None`: left to the scheduler).
+    pinned: Vec<Option<usize>>,
 }
 
 /// Frames one hop port sent and the other received, and how many of the difference a drop
@@ -284,10 +288,11 @@ fn demo(args: &Args, stop: &'static AtomicBool) -> Result<Outcome> {
     check(stop)?;
 
     // Declared after the namespaces and links: dropped (TAPs closed and gone) before them.
+    let threads = args.datapath_threads();
     let switch = Switch::start(SwitchConfig {
         busy_poll: std::time::Duration::from_micros(args.busy_poll_us),
-        threads: args.datapath_threads(),
-        pin_threads: sluice_switch::config::default_pin_threads(args.datapath_threads()),
+        threads,
+        pin_threads: sluice_switch::config::default_pin_threads(threads),
         ..SwitchConfig::default()
     })
     .context("starting the switch")?;
@@ -384,6 +389,7 @@ fn demo(args: &Args, stop: &'static AtomicBool) -> Result<Outcome> {
     } else {
         Vec::new()
     };
+    let (threads, pinned) = (switch.threads(), switch.pinned_cpus());
     progress("cleaning up");
     switch.stop().context("stopping the switch")?;
     drop(bridge_links);
@@ -396,6 +402,8 @@ fn demo(args: &Args, stop: &'static AtomicBool) -> Result<Outcome> {
         still_on,
         turned_off,
         hop,
+        threads,
+        pinned,
     })
 }
 
@@ -530,12 +538,17 @@ fn render(args: &Args, o: &Outcome) -> Result<String> {
     let _ = writeln!(
         s,
         "Kernel TCP from 192.0.2.1 ({}) to 192.0.2.2 ({}) through the switch's TAP ports, \
-         hop: {}, {} s per run, {} datapath thread(s).",
+         hop: {}, {} s per run, {} datapath thread(s){}.",
         o.ns_a,
         o.ns_b,
         args.hop.name(),
         args.seconds,
-        args.datapath_threads()
+        o.threads,
+        if o.pinned.iter().any(Option::is_some) {
+            ", pinned"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(s);
     let _ = writeln!(
@@ -662,7 +675,8 @@ fn to_json(args: &Args, o: &Outcome) -> Value {
         })).collect::<Vec<_>>(),
         "seconds": args.seconds,
         "busy_poll_us": args.busy_poll_us,
-        "threads": args.datapath_threads(),
+        "threads": o.threads,
+        "pinned_cpus": o.pinned,
         "runs": {
             "offloads_on": run_json(&o.on),
             "offloads_off": run_json(&o.off),

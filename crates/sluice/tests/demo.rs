@@ -127,9 +127,20 @@ fn check_common(v: &Value, hop: &str) {
 fn demo_plain_with_bridge_comparison() {
     let v = demo(&["--seconds", "1"]);
     check_common(&v, "none");
-    // `sluice run`'s default: one datapath thread per CPU.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // `sluice run`'s default: one datapath thread per CPU, each pinned to its own CPU.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get().min(256));
     assert_eq!(num(&v, &["threads"]) as usize, cpus, "{v}");
+    let pinned: Vec<Option<u64>> = v["pinned_cpus"]
+        .as_array()
+        .expect("pinned_cpus")
+        .iter()
+        .map(Value::as_u64)
+        .collect();
+    assert_eq!(pinned.len(), cpus, "{v}");
+    let mut on: Vec<u64> = pinned.iter().flatten().copied().collect();
+    on.sort_unstable();
+    on.dedup();
+    assert_eq!(on.len(), cpus, "every thread on a CPU of its own: {v}");
     assert!(num(&v, &["bridge_gbps"]) > 0.0, "{v}");
     assert_eq!(v["runs"]["bridge"]["verified"], true, "{v}");
 }
@@ -146,6 +157,7 @@ fn demo_qinq_hop() {
         "1",
     ]);
     assert_eq!(num(&v, &["threads"]), 1.0, "{v}");
+    assert_eq!(v["pinned_cpus"].as_array().map(Vec::len), Some(1), "{v}");
     check_common(&v, "qinq");
     assert!(v["bridge_gbps"].is_null(), "{v}");
 }

@@ -855,9 +855,17 @@ fn afpacket_port_counts_frames_the_kernel_dropped() {
     );
 }
 
-/// Frames the kernel drops after an AF_PACKET port handed them over are counted once: with the
-/// veth's peer down, every frame sent is refused (and retried for a while, back-pressure), then
-/// counted as a transmit error — and not a second time from the interface's `tx_dropped`.
+/// Frames the kernel drops after an AF_PACKET port handed them over are counted once. With the
+/// veth's peer down, what happens to a frame depends on whether the kernel's link watcher has
+/// seen the carrier go yet (asynchronous: tens to hundreds of milliseconds, later under load):
+/// - before: the veth refuses every frame (`ENOBUFS`, retried for a while, back-pressure), and
+///   the port counts it as a transmit error — and not a second time from the interface's
+///   `tx_dropped`, which the veth bumps too;
+/// - after: the device's queue is the kernel's no-op one, which drops every frame silently and
+///   reports success; the port counts them from `tx_dropped` (`tx_kernel`).
+///
+/// (Seen by hand: 50 raw sends right after `ip link set PEER down` were refused, 50 sent 0.3 s
+/// later were accepted and counted in `tx_dropped`.)
 #[test]
 fn afpacket_port_counts_frames_the_kernel_dropped_after_sending() {
     root();
@@ -880,12 +888,18 @@ fn afpacket_port_counts_frames_the_kernel_dropped_after_sending() {
     for _ in 0..SENT {
         port.send(&frame, &DeviceWork::default()).unwrap();
     }
-    // The veth reports these drops to the socket (ENOBUFS): they are transmit errors, each
-    // frame once, and not counted again as silent kernel drops.
-    assert!(port.flush().is_err(), "the frames were refused");
+    let refused = port.flush().is_err();
     let d = port.drops();
-    assert_eq!(d.tx_errors, SENT, "{d:?}");
-    assert_eq!(d.tx_kernel - before, 0, "{d:?}");
+    if refused {
+        // The veth reported the drops to the socket (ENOBUFS): transmit errors, each frame
+        // once, and not counted again as silent kernel drops.
+        assert_eq!(d.tx_errors, SENT, "{d:?}");
+        assert_eq!(d.tx_kernel - before, 0, "{d:?}");
+    } else {
+        // The no-op queue took them and said nothing: each one a silent kernel drop, once.
+        assert_eq!(d.tx_errors, 0, "{d:?}");
+        assert_eq!(d.tx_kernel - before, SENT, "{d:?}");
+    }
 }
 
 /// Frames a TAP's kernel side could not queue towards the switch are counted: with a queue of

@@ -186,18 +186,13 @@ fn demo_vxlan_hop() {
 
 #[test]
 fn demo_refuses_bad_arguments_cleanly() {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["demo", "--seconds", "0"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--seconds"), "{err}");
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["demo", "--threads", "0"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--threads"), "{err}");
+    for option in ["--seconds", "--threads"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["demo", option, "0"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{option} 0");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(option), "{err}");
+    }
 }

@@ -342,10 +342,17 @@ switch_pid() {
 # utime + stime of process $1 in clock ticks (fields 14 and 15 of /proc/PID/stat, counted after the
 # command name, which may contain spaces).
 cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# utime alone: the process's own code, without its system calls.
+user_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12}'; }
+# The whole machine's busy and total clock ticks, all CPUs (first line of /proc/stat; busy is
+# user + nice + system + irq + softirq + steal, total adds idle and iowait). A system's traffic
+# costs the machine more than its switch process: the iperf3 processes and the kernel's TCP,
+# TAP, veth and bridge work, wherever they run.
+machine_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9; exit}' /proc/stat; }
 
-declare -A RESULT  # "$sys $streams $round" -> "gbps retr cpu_s_per_gbit"
+declare -A RESULT  # "$sys $streams $round" -> "gbps retr cpu_s_per_gbit machine_s_per_gbit"
 run_one() {
-    local sys=$1 p=$2 round=$3 ns net pid c0 c1 json=$WORK/iperf.json
+    local sys=$1 p=$2 round=$3 ns net pid c0 c1 u0 u1 m0 m1 json=$WORK/iperf.json
     case "$sys" in
         sluice) ns=$SL; net=10.91.0 ;;
         ovs) ns=$OV; net=10.92.0 ;;
@@ -358,31 +365,41 @@ run_one() {
         [ "$sys" = relay ] && cat "$WORK/relay.log" >&2
         die "$sys: its switch process ($pid) is gone"
     fi
-    [ -n "$pid" ] && c0=$(cpu_ticks "$pid")
+    [ -n "$pid" ] && { c0=$(cpu_ticks "$pid"); u0=$(user_ticks "$pid"); }
+    read -r -a m0 < <(machine_ticks)
     if ! ip netns exec "${ns}a" iperf3 -c "$net.2" -p 5201 -t "$SECONDS_PER_RUN" -P "$p" -J >"$json"; then
         echo "round $round  streams $p  $sys: iperf3 failed: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("error","?"))' "$json" 2>/dev/null)" >&2
-        RESULT["$sys $p $round"]="0 - -"
+        RESULT["$sys $p $round"]="0 - - -"
         return
     fi
-    [ -n "$pid" ] && c1=$(cpu_ticks "$pid")
-    local cpu=-
-    [ -n "$pid" ] && cpu=$(python3 -c "print(($c1 - $c0) / $TCK)")
-    read -r gbps retr per < <(python3 - "$json" "$cpu" <<'EOF'
+    read -r -a m1 < <(machine_ticks)
+    [ -n "$pid" ] && { c1=$(cpu_ticks "$pid"); u1=$(user_ticks "$pid"); }
+    local cpu=- user=-
+    if [ -n "$pid" ]; then
+        cpu=$(python3 -c "print(($c1 - $c0) / $TCK)")
+        user=$(python3 -c "print(($u1 - $u0) / $TCK)")
+    fi
+    read -r gbps retr per uper mper busy < <(python3 - "$json" "$cpu" "$user" \
+        "$((m1[0] - m0[0]))" "$((m1[1] - m0[1]))" "$TCK" <<'EOF'
 import json, sys
 end = json.load(open(sys.argv[1]))["end"]
 gbps = end["sum_received"]["bits_per_second"] / 1e9
 gbit = end["sum_received"]["bytes"] * 8 / 1e9
 retr = end["sum_sent"].get("retransmits", 0)
-cpu = sys.argv[2]
-per = "-" if cpu == "-" or gbit == 0 else "%.3f" % (float(cpu) / gbit)
-print("%.2f %d %s" % (gbps, retr, per))
+cpu, user = sys.argv[2], sys.argv[3]
+busy_ticks, total_ticks, tck = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+def per_gbit(x):
+    return "-" if x == "-" or gbit == 0 else "%.3f" % (float(x) / gbit)
+busy = "-" if total_ticks <= 0 else "%d" % round(100 * busy_ticks / total_ticks)
+print("%.2f %d %s %s %s %s" % (gbps, retr, per_gbit(cpu), per_gbit(user),
+                               per_gbit(busy_ticks / tck), busy))
 EOF
 )
-    RESULT["$sys $p $round"]="$gbps $retr $per"
+    RESULT["$sys $p $round"]="$gbps $retr $per $mper"
     local cpu_text=""
-    [ "$cpu" != - ] && cpu_text=$(printf '  cpu %5.2f s  %s s/Gbit' "$cpu" "$per")
-    printf 'round %d  streams %d  %-7s %6.2f Gbit/s  retransmits %7d%s\n' \
-        "$round" "$p" "$sys" "$gbps" "$retr" "$cpu_text"
+    [ "$cpu" != - ] && cpu_text=$(printf '  cpu %5.2f s  %s s/Gbit (user %s)' "$cpu" "$per" "$uper")
+    printf 'round %d  streams %d  %-7s %6.2f Gbit/s  retransmits %7d  machine %s s/Gbit (%s%% busy)%s\n' \
+        "$round" "$p" "$sys" "$gbps" "$retr" "$mper" "$busy" "$cpu_text"
 }
 
 # --- main ------------------------------------------------------------------------------------------
@@ -398,7 +415,7 @@ done
 
 # Best round per system and stream count (by Gbit/s), with its retransmissions and CPU.
 best() {
-    local sys=$1 p=$2 r bg=0 line out="0 - -"
+    local sys=$1 p=$2 r bg=0 line out="0 - - -"
     for r in $(seq "$ROUNDS"); do
         line=${RESULT["$sys $p $r"]}
         if python3 -c "import sys; sys.exit(0 if float('${line%% *}') > float('$bg') else 1)"; then
@@ -410,21 +427,22 @@ best() {
 ratio() { python3 -c "a, b = float('$1'), float('$2'); print('%.2f' % (a / b) if b > 0 else '-')"; }
 echo
 echo "# best of $ROUNDS rounds"
-printf '%-8s %-8s %10s %12s %12s\n' streams system Gbit/s retransmits "cpu s/Gbit"
+printf '%-8s %-8s %10s %12s %12s %15s\n' streams system Gbit/s retransmits "cpu s/Gbit" \
+    "machine s/Gbit"
 for p in $STREAMS; do
     for s in "${SYS[@]}"; do
-        read -r g r c <<<"$(best "$s" "$p")"
-        printf '%-8s %-8s %10s %12s %12s\n' "$p" "$s" "$g" "$r" "$c"
+        read -r g r c m <<<"$(best "$s" "$p")"
+        printf '%-8s %-8s %10s %12s %12s %15s\n' "$p" "$s" "$g" "$r" "$c" "$m"
     done
 done
 if has sluice; then
     echo
     for p in $STREAMS; do
-        read -r g _ c <<<"$(best sluice "$p")"
+        read -r g _ c _ <<<"$(best sluice "$p")"
         line="streams $p:"
         for peer in ovs bridge relay vxlan; do
             has "$peer" || continue
-            read -r pg _ pc <<<"$(best "$peer" "$p")"
+            read -r pg _ pc _ <<<"$(best "$peer" "$p")"
             line+="  sluice/$peer $(ratio "$g" "$pg")"
             [ "$peer" = ovs ] && [ "$c" != - ] && [ "$pc" != - ] \
                 && line+=" (cpu per Gbit sluice/ovs $(ratio "$c" "$pc"))"
@@ -438,11 +456,11 @@ if has relay; then
     # bridge, issue 16's to the kernel's VXLAN).
     echo
     for p in $STREAMS; do
-        read -r g _ _ <<<"$(best relay "$p")"
+        read -r g _ _ _ <<<"$(best relay "$p")"
         line="streams $p:  reference (relay)"
         for peer in ovs bridge vxlan; do
             has "$peer" || continue
-            read -r pg _ _ <<<"$(best "$peer" "$p")"
+            read -r pg _ _ _ <<<"$(best "$peer" "$p")"
             line+="  relay/$peer $(ratio "$g" "$pg")"
         done
         echo "$line"

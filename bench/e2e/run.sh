@@ -15,8 +15,10 @@
 #   vxlan   the kernel's VXLAN devices over a veth pair (the peer of the tunnel hops)
 # All systems are set up first; then, each round, every stream count and every system run in turn
 # (alternating, so a slow moment of the shared machine hits all of them). Printed per run:
-# Gbit/s, the sender's TCP retransmissions and, for sluice and ovs, the switch process's CPU time
-# (utime + stime from /proc/PID/stat) per Gbit moved. At the end: best of the rounds, ratios.
+# Gbit/s, the sender's TCP retransmissions, the whole machine's busy CPU time per Gbit (all CPUs,
+# from /proc/stat) with its busy share, and, for sluice, ovs and relay, the switch process's CPU
+# time (utime + stime from /proc/PID/stat) per Gbit moved, its utime in parentheses. At the end:
+# best of the rounds, ratios.
 #
 # Usage: see bench/e2e/README.md, or run with --help.
 set -euo pipefail

@@ -453,8 +453,9 @@ impl PacketSocket {
     /// In a hash group the kernel hands each received frame to one member, chosen by the
     /// frame's symmetric flow hash (`__skb_get_hash_symmetric`: addresses, protocol and ports of
     /// the outer headers, each pair in a fixed order) over the current number of members, so the
-    /// frames of one flow, both directions, go to one socket while the group does not change. Fragments are not reassembled (no `PACKET_FANOUT_FLAG_DEFRAG`): the switch
-    /// forwards what arrives.
+    /// frames of one flow, both directions, go to one socket while the group does not change.
+    /// Fragments are not reassembled (no `PACKET_FANOUT_FLAG_DEFRAG`): the switch forwards what
+    /// arrives.
     pub fn create_fanout(&self) -> io::Result<u16> {
         let arg =
             (PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_UNIQUEID | PACKET_FANOUT_FLAG_IGNORE_OUTGOING)

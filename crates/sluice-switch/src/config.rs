@@ -12,7 +12,7 @@ pub const DEFAULT_CONFIG: &str = r#"{
   "db": "/var/lib/sluice",
   "batch": 64,
   "poll_timeout_us": 2000,
-  "busy_poll_us": 20,
+  "busy_poll_us": 50,
   "max_rules": 1048576,
   "max_masks": 4096,
   "max_rule_bytes": 1073741824,
@@ -35,6 +35,10 @@ pub const MAX_BATCH_FRAMES: usize = 1024;
 
 /// Longest `busy_poll_us`: 10 ms.
 pub const MAX_BUSY_POLL_US: u64 = 10_000;
+
+/// The default `busy_poll_us`: how long a datapath thread keeps polling, yielding between
+/// passes, after a pass that found nothing (BENCHMARKS.md, "The busy poll yields").
+pub const DEFAULT_BUSY_POLL_US: u64 = 50;
 
 /// Longest `write_timeout_ms`: 10 minutes.
 pub const MAX_WRITE_TIMEOUT_MS: u64 = 600_000;
@@ -226,6 +230,21 @@ mod tests {
         let c = Config::parse(r#"{"db": null}"#).expect("no db");
         assert_eq!(c.db, Some(None));
         assert_eq!(Config::parse("{}").expect("empty").db, None);
+    }
+
+    #[test]
+    fn the_default_configuration_says_what_the_switch_does_without_one() {
+        let c = Config::parse(DEFAULT_CONFIG).expect("default");
+        let s = crate::switch::SwitchConfig::default();
+        assert_eq!(c.busy_poll_us, Some(DEFAULT_BUSY_POLL_US));
+        assert_eq!(
+            s.busy_poll,
+            std::time::Duration::from_micros(DEFAULT_BUSY_POLL_US)
+        );
+        assert_eq!(
+            c.poll_timeout_us.map(std::time::Duration::from_micros),
+            Some(s.poll_timeout)
+        );
     }
 
     #[test]

@@ -571,7 +571,14 @@ fn datapath_loop(
     }
 }
 
-/// Polls `dp` again until a pass finds work (true) or `busy_poll` has passed (false).
+/// Polls `dp` again until a pass finds work (true) or `busy_poll` has passed (false),
+/// yielding the CPU between passes.
+///
+/// The spin keeps the thread awake across the gaps of a stream, so a frame queued on a port
+/// finds it running instead of paying a wake-up (an IPI and a context switch). The yield lets
+/// a task that shares the CPU (on a small machine: the very sender and receiver whose frames
+/// the switch carries) run in those gaps instead of waiting for the spin to end; with nothing
+/// else runnable it returns at once. BENCHMARKS.md ("The busy poll yields") has the A/B.
 fn spin_until_work(dp: &mut Datapath, busy_poll: Duration) -> bool {
     if busy_poll.is_zero() {
         return false;
@@ -581,7 +588,7 @@ fn spin_until_work(dp: &mut Datapath, busy_poll: Duration) -> bool {
         if dp.poll_once() > 0 {
             return true;
         }
-        std::hint::spin_loop();
+        std::thread::yield_now();
     }
     false
 }

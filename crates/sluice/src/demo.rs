@@ -54,7 +54,7 @@ pub struct Args {
     /// How long the switch's datapath thread keeps polling after an empty pass before it
     /// sleeps, in microseconds (0: sleep at once), as `busy_poll_us` in `sluice run`'s
     /// configuration.
-    #[arg(long, value_name = "US", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    #[arg(long, value_name = "US", default_value_t = sluice_switch::config::DEFAULT_BUSY_POLL_US, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub busy_poll_us: u64,
     /// The switch's datapath threads, each with its own queue of both TAP ports (default: one
     /// per CPU, pinned as `sluice run` pins them).

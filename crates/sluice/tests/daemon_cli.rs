@@ -219,7 +219,10 @@ fn bad_configuration_and_absent_daemon_are_clear_errors() {
         .output()
         .expect("run");
     let cfg: serde_json::Value = serde_json::from_slice(&out.stdout).expect("default is JSON");
-    assert_eq!(cfg["busy_poll_us"], 20);
+    assert_eq!(
+        cfg["busy_poll_us"],
+        sluice_switch::config::DEFAULT_BUSY_POLL_US
+    );
 }
 
 /// `tx-tcp-segmentation: on|off` in `ethtool -k IFNAME` inside `ns` (the kernel's view).

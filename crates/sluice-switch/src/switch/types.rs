@@ -20,9 +20,11 @@ pub struct SwitchConfig {
     /// control work again.
     pub poll_timeout: Duration,
     /// How long the datapath thread keeps polling its ports after a pass that found nothing,
-    /// before it sleeps in `poll(2)` (zero: sleep at once). A short spin saves the wake-up of
-    /// a sleeping thread on every frame of a back-to-back stream (`docs/demo.md` has the
-    /// measurements); an idle switch still sleeps, after at most this long.
+    /// before it sleeps in `poll(2)` (zero: sleep at once), yielding the CPU between passes. A
+    /// short spin saves the wake-up of a sleeping thread on every frame of a back-to-back
+    /// stream; an idle switch still sleeps, after at most this long. Default
+    /// [`DEFAULT_BUSY_POLL_US`](crate::config::DEFAULT_BUSY_POLL_US) (`docs/demo.md` and
+    /// BENCHMARKS.md have the measurements).
     pub busy_poll: Duration,
     /// Datapath threads, each with its own queue of every port (0 is taken as 1). The default
     /// is 1; the daemon's default is one per CPU.
@@ -43,7 +45,7 @@ impl Default for SwitchConfig {
             max_masks: 4096,
             max_rule_bytes: 1 << 30,
             poll_timeout: Duration::from_millis(2),
-            busy_poll: Duration::from_micros(20),
+            busy_poll: Duration::from_micros(crate::config::DEFAULT_BUSY_POLL_US),
             threads: 1,
             pin_threads: false,
         }

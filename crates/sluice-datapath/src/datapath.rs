@@ -499,6 +499,12 @@ impl Datapath {
         Some(self.slots.remove(at).port)
     }
 
+    /// Passes made over the ports so far ([`Datapath::poll_once`] calls): the datapath's own
+    /// clock, per thread (`dp_polls` counts them over all threads).
+    pub fn polls(&self) -> u64 {
+        self.now
+    }
+
     /// The port with number `number`.
     pub fn port(&self, number: u32) -> Option<&dyn Port> {
         self.slot(number).map(|s| &*s.port)

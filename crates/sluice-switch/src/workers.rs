@@ -545,6 +545,9 @@ fn datapath_loop(
     busy_poll: Duration,
 ) {
     let mut fds = Vec::new();
+    // Whether the last pass found frames: the spin bridges the gaps of a stream, so a thread
+    // woken with nothing to do (the `poll` timeout, for control work) goes back to sleep at once.
+    let mut streaming = false;
     loop {
         if stop.load(Ordering::Relaxed) {
             return;
@@ -560,13 +563,19 @@ fn datapath_loop(
                 Err(mpsc::TryRecvError::Disconnected) => return,
             }
         }
-        if dp.poll_once() == 0 && !spin_until_work(dp, busy_poll) {
-            dp.fds(&mut fds);
-            if fds.is_empty() {
-                std::thread::sleep(timeout);
-            } else {
-                let _ = sluice_ports::poll::wait_readable(&fds, timeout);
-            }
+        if dp.poll_once() > 0 {
+            streaming = true;
+            continue;
+        }
+        if streaming && spin_until_work(dp, busy_poll) {
+            continue;
+        }
+        streaming = false;
+        dp.fds(&mut fds);
+        if fds.is_empty() {
+            std::thread::sleep(timeout);
+        } else {
+            let _ = sluice_ports::poll::wait_readable(&fds, timeout);
         }
     }
 }
@@ -653,6 +662,43 @@ mod tests {
         assert_eq!(has_port(&w, 6), vec![false; 3]);
         w.halt().expect("stopped");
         assert_eq!(w.call_all(|_, _| ()), Err(SwitchError::Stopped));
+    }
+
+    #[test]
+    fn an_idle_thread_does_not_spin() {
+        // A spin of a second after an empty pass would make thousands of passes in one; an
+        // idle thread makes one pass per poll timeout (1 ms here), whatever `busy_poll` says.
+        let table = FlowTable::new(TableConfig::default());
+        let cfg = SwitchConfig {
+            threads: 1,
+            poll_timeout: Duration::from_millis(1),
+            busy_poll: Duration::from_secs(1),
+            ..SwitchConfig::default()
+        };
+        let w = Workers::start(&table, &cfg).expect("threads");
+        let (q, _h) = queues("idle", 1);
+        w.add_port(1, q, PortOptions::default())
+            .expect("threads answer")
+            .expect("added");
+        let polls = || -> u64 {
+            let p = w.call_all(|_, dp| dp.polls()).expect("threads answer");
+            p.first().copied().unwrap_or(0)
+        };
+        let (t0, p0) = (Instant::now(), polls());
+        let deadline = t0 + Duration::from_secs(10);
+        let mut p1 = p0;
+        while p1 < p0 + 20 {
+            assert!(Instant::now() < deadline, "the thread stopped polling");
+            std::thread::sleep(Duration::from_millis(1));
+            p1 = polls();
+        }
+        let timeouts = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+        assert!(
+            p1 - p0 <= 2 * timeouts + 20,
+            "{} passes in {timeouts} ms while idle",
+            p1 - p0
+        );
+        w.halt().expect("stopped");
     }
 
     #[test]

@@ -22,7 +22,8 @@ pub struct SwitchConfig {
     /// How long the datapath thread keeps polling its ports after a pass that found nothing,
     /// before it sleeps in `poll(2)` (zero: sleep at once), yielding the CPU between passes. A
     /// short spin saves the wake-up of a sleeping thread on every frame of a back-to-back
-    /// stream; an idle switch still sleeps, after at most this long. Default
+    /// stream. Only a pass after one that found frames spins: a thread woken with nothing to
+    /// do (the `poll` timeout) sleeps again at once, so an idle switch does not spin. Default
     /// [`DEFAULT_BUSY_POLL_US`](crate::config::DEFAULT_BUSY_POLL_US) (`docs/demo.md` and
     /// BENCHMARKS.md have the measurements).
     pub busy_poll: Duration,

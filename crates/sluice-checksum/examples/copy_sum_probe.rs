@@ -10,7 +10,8 @@
 //!
 //! Usage: `cargo run --release -p sluice-checksum --example copy_sum_probe [ROUNDS]`
 //! (default 5). Needs AVX-512 (F and BW) for the fused row; prints one line per round, ns per
-//! super-frame. Every fused result is checked against `sum` and the copy against the source.
+//! super-frame. Before timing, the fused pass is checked against `sum` and the source at every
+//! length from 0 to 130 bytes and at the segment size.
 //! BENCHMARKS.md ("The busy poll yields", tried and not built) has what it measured.
 
 use std::hint::black_box;
@@ -45,11 +46,14 @@ mod fused {
     /// Stores each 64-byte vector of `src` at `dst` and adds its little-endian words to the
     /// sum (the `pmaddwd` bias trick of `sluice_checksum`'s vector loops: each word is offset by
     /// -32 768, so each 32-bit lane of a vector is two words minus 65 536, corrected at the end).
+    /// The 32-bit lanes are not widened on the way (as `sum`'s loops do per block), so inputs
+    /// are limited to 4 MiB; the probe's are 1 448 bytes.
     ///
     /// # Safety
     /// AVX-512 F and BW must be available, and `dst` valid for `src.len()` bytes of writes.
     #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn copy_sum(dst: *mut u8, src: &[u8]) -> u64 {
+        assert!(src.len() <= 4 << 20, "the 32-bit lanes would wrap");
         let flip = _mm512_set1_epi16(i16::MIN);
         let ones = _mm512_set1_epi16(1);
         let step = |acc: __m512i, v: __m512i| {
@@ -58,7 +62,7 @@ mod fused {
         let (mut a, mut b) = (_mm512_setzero_si512(), _mm512_setzero_si512());
         let mut vectors = 0i64;
         let mut i = 0;
-        // Two vectors per iteration, two accumulators (as the vector loops of `sum`).
+        // Two vectors per iteration, two accumulators.
         while i + 128 <= src.len() {
             // SAFETY: bytes `i..i + 128` are within `src` and within `dst`'s `src.len()`.
             unsafe {

@@ -499,10 +499,18 @@ impl Datapath {
         Some(self.slots.remove(at).port)
     }
 
-    /// Passes made over the ports so far ([`Datapath::poll_once`] calls): the datapath's own
-    /// clock, per thread (`dp_polls` counts them over all threads).
+    /// Passes made over the ports so far ([`Datapath::poll_once`] calls) by this datapath: its
+    /// own clock (the `dp_polls` counter counts the passes of every datapath in the process).
     pub fn polls(&self) -> u64 {
         self.now
+    }
+
+    /// Whether a port's GRO engine holds packets across passes ([`GroConfig::max_age`] above
+    /// 0): they leave as passes age them, so a thread holding some keeps polling.
+    pub fn holds_packets(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| s.gro.as_ref().is_some_and(|g| g.held_segments() > 0))
     }
 
     /// The port with number `number`.

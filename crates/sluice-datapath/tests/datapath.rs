@@ -326,7 +326,8 @@ fn gro_burst_passes_frames_through_and_merges_flows() {
 }
 
 /// With GRO holding packets across polls (`max_age` 2: the copying mode), a flow's segments
-/// received over two polls leave as one packet once it is old enough, every byte in order.
+/// received over two polls leave as one packet once it is old enough, every byte in order;
+/// `holds_packets` says so while they are held (a switch thread keeps polling then).
 #[test]
 fn gro_holding_across_polls_merges_and_flushes_by_age() {
     let t = table(&["prio 10 in_port a action output:b"]);
@@ -340,7 +341,9 @@ fn gro_holding_across_polls_merges_and_flushes_by_age() {
         let f = s.build();
         ha.inject(&f, good_meta(&f));
         if k == 5 {
+            assert!(!dp.holds_packets());
             dp.poll_once();
+            assert!(dp.holds_packets(), "six segments held");
         }
     }
     dp.poll_once();
@@ -353,6 +356,7 @@ fn gro_holding_across_polls_merges_and_flushes_by_age() {
         sent = hb.take_sent();
     }
     assert_eq!(sent.len(), 1, "held over two polls, one packet");
+    assert!(!dp.holds_packets(), "flushed by age");
     let (f, w) = &sent[0];
     assert_eq!(w.gso.map(|g| (g.0, g.1)), Some((GsoType::TcpV4, 1448)));
     let l = sluice_wire::parse(f).expect("parses");

@@ -37,7 +37,8 @@ pub const MAX_BATCH_FRAMES: usize = 1024;
 pub const MAX_BUSY_POLL_US: u64 = 10_000;
 
 /// The default `busy_poll_us`: how long a datapath thread keeps polling, yielding between
-/// passes, after a pass that found nothing (BENCHMARKS.md, "The busy poll yields").
+/// passes, after an empty pass that follows one with frames, before it sleeps (BENCHMARKS.md,
+/// "The busy poll yields").
 pub const DEFAULT_BUSY_POLL_US: u64 = 50;
 
 /// Longest `write_timeout_ms`: 10 minutes.
@@ -112,8 +113,9 @@ pub struct Config {
     /// Longest idle wait of the datapath thread, in microseconds (clamped to 10 µs – 1 s).
     #[serde(default)]
     pub poll_timeout_us: Option<u64>,
-    /// How long the datapath thread keeps polling after an empty pass before it sleeps, in
-    /// microseconds (0: never spin; at most [`MAX_BUSY_POLL_US`]).
+    /// How long the datapath thread keeps polling, yielding between passes, after an empty
+    /// pass that follows one with frames, before it sleeps, in microseconds (0: never spin; at
+    /// most [`MAX_BUSY_POLL_US`]; default [`DEFAULT_BUSY_POLL_US`]).
     #[serde(default)]
     pub busy_poll_us: Option<u64>,
     /// Datapath threads, each with its own queue of every port (1 to [`MAX_THREADS`]); one

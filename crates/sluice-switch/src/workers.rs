@@ -546,7 +546,8 @@ fn datapath_loop(
 ) {
     let mut fds = Vec::new();
     // Whether the last pass found frames: the spin bridges the gaps of a stream, so a thread
-    // woken with nothing to do (the `poll` timeout, for control work) goes back to sleep at once.
+    // woken with nothing to do (the `poll` timeout, for control work) goes back to sleep at
+    // once, unless a GRO engine holds packets that age out pass by pass (`max_age` above 0).
     let mut streaming = false;
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -567,7 +568,7 @@ fn datapath_loop(
             streaming = true;
             continue;
         }
-        if streaming && spin_until_work(dp, busy_poll) {
+        if (streaming || dp.holds_packets()) && spin_until_work(dp, busy_poll) {
             continue;
         }
         streaming = false;
@@ -593,13 +594,17 @@ fn spin_until_work(dp: &mut Datapath, busy_poll: Duration) -> bool {
         return false;
     }
     let start = Instant::now();
-    while start.elapsed() < busy_poll {
+    // The caller's pass found nothing: yield first, and always make a pass after a yield (a
+    // yield to another task can outlast `busy_poll`).
+    loop {
+        std::thread::yield_now();
         if dp.poll_once() > 0 {
             return true;
         }
-        std::thread::yield_now();
+        if start.elapsed() >= busy_poll {
+            return false;
+        }
     }
-    false
 }
 
 #[cfg(test)]

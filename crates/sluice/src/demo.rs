@@ -51,9 +51,9 @@ pub struct Args {
     /// Skip the Linux bridge comparison run.
     #[arg(long)]
     pub no_bridge: bool,
-    /// How long the switch's datapath thread keeps polling after an empty pass before it
-    /// sleeps, in microseconds (0: sleep at once), as `busy_poll_us` in `sluice run`'s
-    /// configuration.
+    /// How long the switch's datapath threads keep polling, yielding between passes, after an
+    /// empty pass that follows one with frames, before they sleep, in microseconds (0: sleep at
+    /// once), as `busy_poll_us` in `sluice run`'s configuration.
     #[arg(long, value_name = "US", default_value_t = sluice_switch::config::DEFAULT_BUSY_POLL_US, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub busy_poll_us: u64,
     /// The switch's datapath threads, each with its own queue of both TAP ports (default: one

@@ -10,7 +10,7 @@
 #   relay   a reference for TAP-based switches: two TAPs and a program that copies each frame
 #           from one to the other with its vnet header and nothing else, one at a time (the
 #           tap_relay example of sluice-ports: Sluice's TAP offloads, one queue and one thread
-#           per CPU); with --hop, through a veth pair as Sluice's hop goes (AF_PACKET on both
+#           per CPU, polling as `sluice run` polls by default: --relay-spin-us); with --hop, through a veth pair as Sluice's hop goes (AF_PACKET on both
 #           ends, one thread) but with the frames untouched: nothing tagged or segmented
 #   vxlan   the kernel's VXLAN devices over a veth pair (the peer of the tunnel hops)
 # All systems are set up first; then, each round, every stream count and every system run in turn
@@ -38,6 +38,9 @@ bench/e2e/run.sh [options]            (as root)
   --sluice-threads N
                   datapath threads of `sluice run` and of the relay (default: $SLUICE_THREADS,
                   else the daemon's default, one per CPU)
+  --relay-spin-us N
+                  the relay's busy poll after frames, in µs, as `sluice run`'s busy_poll_us
+                  (default 50, the daemon's default; 0: sleep in poll at once)
   --no-install    do not apt-get install missing tools (iperf3, openvswitch-switch, ethtool)
 EOF
 }
@@ -50,6 +53,7 @@ SYSTEMS=""
 SLUICE_BIN=${SLUICE:-}
 RELAY_BIN=${TAP_RELAY:-}
 SLUICE_THREADS=${SLUICE_THREADS:-}
+RELAY_SPIN_US=50
 INSTALL=1
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -61,6 +65,7 @@ while [ $# -gt 0 ]; do
         --sluice) SLUICE_BIN=$2; shift 2 ;;
         --relay) RELAY_BIN=$2; shift 2 ;;
         --sluice-threads) SLUICE_THREADS=$2; shift 2 ;;
+        --relay-spin-us) RELAY_SPIN_US=$2; shift 2 ;;
         --no-install) INSTALL=0; shift ;;
         -h | --help) usage; exit 0 ;;
         *) echo "unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -295,7 +300,8 @@ setup_relay() {
     local threads=() at=()
     if [ -n "$SLUICE_THREADS" ]; then threads=("$SLUICE_THREADS"); fi
     if [ "$HOP" = none ]; then
-        "$RELAY_BIN" "$RA" "$RB" "${threads[@]}" >"$WORK/relay.log" 2>&1 &
+        TAP_RELAY_SPIN_US=$RELAY_SPIN_US "$RELAY_BIN" "$RA" "$RB" "${threads[@]}" \
+            >"$WORK/relay.log" 2>&1 &
     else
         # The hop's veth pair as Sluice's (MTU 1600, in a namespace of its own); the relay runs
         # there, so its TAPs are created there and moved out below.
@@ -303,8 +309,8 @@ setup_relay() {
         at=(-n "${RL}h")
         ip -n "${RL}h" link add "$RX" mtu 1600 type veth peer name "$RY" mtu 1600
         ip -n "${RL}h" link set "$RX" up; ip -n "${RL}h" link set "$RY" up
-        ip netns exec "${RL}h" "$RELAY_BIN" --hop "$RA" "$RX" "$RY" "$RB" "${threads[@]}" \
-            >"$WORK/relay.log" 2>&1 &
+        ip netns exec "${RL}h" env TAP_RELAY_SPIN_US="$RELAY_SPIN_US" \
+            "$RELAY_BIN" --hop "$RA" "$RX" "$RY" "$RB" "${threads[@]}" >"$WORK/relay.log" 2>&1 &
     fi
     RELAY_PID=$!
     # Its start-up line comes once every queue of both TAPs is open: only then may they move.

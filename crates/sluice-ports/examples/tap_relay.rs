@@ -19,6 +19,11 @@
 //! empty or 64 frames were read, writing every frame to the other TAP's queue of the same index
 //! as soon as it is read.
 //!
+//! With `TAP_RELAY_SPIN_US=N` in its environment, a thread polls its queues the way `sluice
+//! run`'s datapath threads do (`busy_poll_us`): after a pass that moved frames it keeps passing
+//! over them, calling `sched_yield` between passes, until N µs have gone by without a frame, and
+//! only then sleeps in `poll`. Without it (or with 0) it sleeps as soon as a pass finds nothing.
+//!
 //! With `--hop`, the frames go through a veth pair (`X`, `Y`: existing interfaces, `AF_PACKET`
 //! sockets with `PACKET_VNET_HDR`, non-blocking) as through a hop of `bench/e2e/run.sh --hop`,
 //! but untouched: no tag, no tunnel header, so no segmentation either. Unlike Sluice's
@@ -34,7 +39,7 @@ use std::io::{self, ErrorKind};
 use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sluice_ports::port_tap::TAP_OFFLOADS;
 use sluice_ports::{poll, sched, signal, AfPacketConfig, PacketSocket, Tap, TapConfig};
@@ -189,22 +194,39 @@ fn drain(from: &End, to: &End, buf: &mut [u8]) -> io::Result<bool> {
 
 /// Relays every pair of `pairs` both ways until `stop` is set; a fatal error sets it for the
 /// other threads too.
-fn relay(pairs: &[(End, End)], cpu: Option<usize>, stop: &AtomicBool) -> io::Result<()> {
+/// `spin`: how long a thread keeps passing over its queues after the last frame before it sleeps
+/// in `poll` (see the module documentation).
+fn relay(
+    pairs: &[(End, End)],
+    cpu: Option<usize>,
+    spin: Duration,
+    stop: &AtomicBool,
+) -> io::Result<()> {
     let run = || -> io::Result<()> {
         if let Some(cpu) = cpu {
             sched::pin_to_cpu(0, cpu)?;
         }
         let mut buf = vec![0u8; BUF];
         let fds: Vec<RawFd> = pairs.iter().flat_map(|(a, b)| [a.fd(), b.fd()]).collect();
+        let mut last_frames: Option<Instant> = None;
         while !stop.load(Ordering::Relaxed) {
             let mut any = false;
             for (a, b) in pairs {
                 any |= drain(a, b, &mut buf)?;
                 any |= drain(b, a, &mut buf)?;
             }
-            if !any {
-                poll::wait_readable(&fds, Duration::from_millis(100))?;
+            if any {
+                if !spin.is_zero() {
+                    last_frames = Some(Instant::now());
+                }
+                continue;
             }
+            if last_frames.is_some_and(|t| t.elapsed() < spin) {
+                std::thread::yield_now();
+                continue;
+            }
+            last_frames = None;
+            poll::wait_readable(&fds, Duration::from_millis(100))?;
         }
         Ok(())
     };
@@ -241,6 +263,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Pinned as `sluice run` pins by default: thread i to the i-th allowed CPU, only with one
     // thread per CPU.
     let pin = threads == cpus.len();
+    let spin = match std::env::var("TAP_RELAY_SPIN_US") {
+        Ok(v) => Duration::from_micros(
+            v.parse::<u64>()
+                .map_err(|e| format!("TAP_RELAY_SPIN_US {v:?}: {e}"))?,
+        ),
+        Err(_) => Duration::ZERO,
+    };
     let stop = signal::stop_on_signals()?;
     // The pairs each thread relays.
     let mut work: Vec<Vec<(End, End)>> = (0..threads).map(|_| Vec::new()).collect();
@@ -281,7 +310,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         handles.push(
             std::thread::Builder::new()
                 .name(format!("tap-relay{i}"))
-                .spawn(move || relay(&pairs, cpu, stop))?,
+                .spawn(move || relay(&pairs, cpu, spin, stop))?,
         );
     }
     // Printed once every port is open (bench/e2e/run.sh waits for this line).
@@ -291,9 +320,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => String::new(),
     };
     eprintln!(
-        "tap_relay: {ports}, {} thread(s){}, TAP offloads accepted {offloads:#x}",
+        "tap_relay: {ports}, {} thread(s){}{}, TAP offloads accepted {offloads:#x}",
         handles.len(),
-        if pin { ", pinned" } else { "" }
+        if pin { ", pinned" } else { "" },
+        if spin.is_zero() {
+            String::new()
+        } else {
+            format!(", busy poll {} us", spin.as_micros())
+        }
     );
     let mut first_err: Option<String> = None;
     for h in handles {

@@ -10,8 +10,9 @@
 #   relay   a reference for TAP-based switches: two TAPs and a program that copies each frame
 #           from one to the other with its vnet header and nothing else, one at a time (the
 #           tap_relay example of sluice-ports: Sluice's TAP offloads, one queue and one thread
-#           per CPU, polling as `sluice run` polls by default: --relay-spin-us); with --hop, through a veth pair as Sluice's hop goes (AF_PACKET on both
-#           ends, one thread) but with the frames untouched: nothing tagged or segmented
+#           per CPU, polling as `sluice run` polls by default: --relay-spin-us); with --hop,
+#           through a veth pair as Sluice's hop goes (AF_PACKET on both ends, one thread) but
+#           with the frames untouched: nothing tagged or segmented
 #   vxlan   the kernel's VXLAN devices over a veth pair (the peer of the tunnel hops)
 # All systems are set up first; then, each round, every stream count and every system run in turn
 # (alternating, so a slow moment of the shared machine hits all of them). Printed per run:
@@ -40,7 +41,8 @@ bench/e2e/run.sh [options]            (as root)
                   else the daemon's default, one per CPU)
   --relay-spin-us N
                   the relay's busy poll after frames, in µs, as `sluice run`'s busy_poll_us
-                  (default 50, the daemon's default; 0: sleep in poll at once)
+                  (default: $TAP_RELAY_SPIN_US, else 50, the daemon's default; 0: sleep in
+                  poll at once)
   --no-install    do not apt-get install missing tools (iperf3, openvswitch-switch, ethtool)
 EOF
 }
@@ -53,7 +55,7 @@ SYSTEMS=""
 SLUICE_BIN=${SLUICE:-}
 RELAY_BIN=${TAP_RELAY:-}
 SLUICE_THREADS=${SLUICE_THREADS:-}
-RELAY_SPIN_US=50
+RELAY_SPIN_US=${TAP_RELAY_SPIN_US:-50}
 INSTALL=1
 while [ $# -gt 0 ]; do
     case "$1" in

@@ -30,7 +30,7 @@ bench/e2e/run.sh [options]            (as root)
   --seconds N     iperf3 time per run (default 4)
   --rounds N      rounds (default 2)
   --streams LIST  iperf3 parallel streams, space or comma separated (default "1 4")
-  --hop KIND      none|vlan|qinq|vxlan|geneve: the path through Sluice (default none)
+  --hop KIND      none|vlan|qinq|vxlan|geneve|gre: the path through Sluice (default none)
   --systems LIST  comma separated from sluice,ovs,bridge,relay,vxlan
                   (default: sluice,ovs,bridge,relay with --hop none, else sluice,vxlan,relay)
   --sluice PATH   the sluice binary (default: $SLUICE, else `cargo build --release -p sluice`)
@@ -73,7 +73,7 @@ while [ $# -gt 0 ]; do
         *) echo "unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-case "$HOP" in none | vlan | qinq | vxlan | geneve) ;; *) echo "--hop: $HOP?" >&2; exit 2 ;; esac
+case "$HOP" in none | vlan | qinq | vxlan | geneve | gre) ;; *) echo "--hop: $HOP?" >&2; exit 2 ;; esac
 if [ -z "$SYSTEMS" ]; then
     if [ "$HOP" = none ]; then SYSTEMS=sluice,ovs,bridge,relay; else SYSTEMS=sluice,vxlan,relay; fi
 fi
@@ -209,7 +209,7 @@ sluice_rules() {
         qinq) push=push_vlan:802.1q:200,push_vlan:802.1ad:100
             m="vlan_ethtype 802.1ad vlan_id 100 cvlan_ethtype 802.1q cvlan_id 200"
             pop=pop_vlan,pop_vlan ;;
-        vxlan | geneve)
+        vxlan | geneve | gre)
             local ea=198.51.100.101 eb=198.51.100.102
             echo "\"prio 10 in_port $a action encap:$HOP:id=42:src=$ea:dst=$eb,output:$x\","
             echo "\"prio 10 in_port $y enc_key_id 42 action decap,output:$b\","

@@ -6,7 +6,7 @@
 //! ```text
 //!  netns a: 192.0.2.1 ── TAP A ──┐                       ┌── TAP B ── 192.0.2.2 :netns b
 //!                                └── switch (this process)┘
-//!        optional hop (--hop vlan|qinq|vxlan): A → push/encap → X ══veth══ Y → pop/decap → B
+//!        optional hop (--hop vlan|qinq|vxlan|geneve|gre): A → push/encap → X ══veth══ Y → pop/decap → B
 //!        (X and Y: AF_PACKET ports on a veth pair in netns hop; and the same way back)
 //!
 //!  netns a: 198.51.100.1 ── veth ── bridge (netns br) ── veth ── 198.51.100.2 :netns b
@@ -82,6 +82,12 @@ pub enum Hop {
     Qinq,
     /// VXLAN (VNI 42, outer IPv4) encapsulation and decapsulation.
     Vxlan,
+    /// Geneve (VNI 42, outer IPv4) encapsulation and decapsulation.
+    Geneve,
+    /// GRE with key 42 (transparent Ethernet bridging, outer IPv4) encapsulation and
+    /// decapsulation. A packet socket takes no GSO type for GRE and GRE frames cannot be packed
+    /// as UDP-GSO ones, so each segment crosses the veth as a frame of its own.
+    Gre,
 }
 
 impl Hop {
@@ -91,13 +97,15 @@ impl Hop {
             Hop::Vlan => "vlan",
             Hop::Qinq => "qinq",
             Hop::Vxlan => "vxlan",
+            Hop::Geneve => "geneve",
+            Hop::Gre => "gre",
         }
     }
 }
 
 /// TCP port of the transfers (each namespace is fresh, so it is free).
 const TCP_PORT: u16 = 5201;
-/// MTU of the TAPs and the bridge path; the hop veth has room for tags and a VXLAN header.
+/// MTU of the TAPs and the bridge path; the hop veth has room for tags or a tunnel's headers.
 const MTU: u32 = 1500;
 const HOP_MTU: u32 = 1600;
 
@@ -443,15 +451,16 @@ fn flow_rules(hop: Hop, a: &str, b: &str, x: &str, y: &str) -> Vec<String> {
                 format!("prio 10 in_port {x} {m} action pop_vlan,pop_vlan,output:{a}"),
             ]
         }
-        Hop::Vxlan => {
+        Hop::Vxlan | Hop::Geneve | Hop::Gre => {
+            let kind = hop.name();
             let (ea, eb) = ("198.51.100.101", "198.51.100.102");
             vec![
                 format!(
-                    "prio 10 in_port {a} action encap:vxlan:id=42:src={ea}:dst={eb},output:{x}"
+                    "prio 10 in_port {a} action encap:{kind}:id=42:src={ea}:dst={eb},output:{x}"
                 ),
                 format!("prio 10 in_port {y} enc_key_id 42 action decap,output:{b}"),
                 format!(
-                    "prio 10 in_port {b} action encap:vxlan:id=42:src={eb}:dst={ea},output:{y}"
+                    "prio 10 in_port {b} action encap:{kind}:id=42:src={eb}:dst={ea},output:{y}"
                 ),
                 format!("prio 10 in_port {x} enc_key_id 42 action decap,output:{a}"),
             ]
@@ -700,7 +709,7 @@ mod tests {
         for (i, n) in ["ta", "tb", "hx", "hy"].iter().enumerate() {
             names.insert(n, i as u32 + 1);
         }
-        for hop in [Hop::None, Hop::Vlan, Hop::Qinq, Hop::Vxlan] {
+        for &hop in <Hop as clap::ValueEnum>::value_variants() {
             let rules = flow_rules(hop, "ta", "tb", "hx", "hy");
             assert_eq!(rules.len(), if hop == Hop::None { 2 } else { 4 });
             for r in &rules {

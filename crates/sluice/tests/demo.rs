@@ -164,9 +164,19 @@ fn demo_qinq_hop() {
 
 #[test]
 fn demo_vxlan_hop() {
-    let v = demo(&["--seconds", "1", "--hop", "vxlan", "--no-bridge"]);
-    check_common(&v, "vxlan");
-    // The hop's AF_PACKET ports take no tunnel GSO but do take UDP GSO: the segmented VXLAN
+    check_udp_tunnel_hop("vxlan");
+}
+
+#[test]
+fn demo_geneve_hop() {
+    check_udp_tunnel_hop("geneve");
+}
+
+/// A UDP tunnel hop (`vxlan`, `geneve`): segmented in software, packed, split, merged.
+fn check_udp_tunnel_hop(hop: &str) {
+    let v = demo(&["--seconds", "1", "--hop", hop, "--no-bridge"]);
+    check_common(&v, hop);
+    // The hop's AF_PACKET ports take no tunnel GSO but do take UDP GSO: the segmented tunnel
     // datagrams leave packed as UDP-GSO frames (far fewer frames than segments), and the far
     // port splits every one it receives before GRO; none fails to split.
     let on = |name| counter(&v, "offloads_on", name);
@@ -182,6 +192,24 @@ fn demo_vxlan_hop() {
         "{v}"
     );
     assert_eq!(on("dp_rx_uso_split_drops"), 0, "{v}");
+}
+
+#[test]
+fn demo_gre_hop() {
+    let v = demo(&["--seconds", "1", "--hop", "gre", "--no-bridge"]);
+    check_common(&v, "gre");
+    // A packet socket has no GSO type for GRE and GRE is not UDP: the super-frames are
+    // segmented in software and each segment crosses the veth on its own (nothing packed), then
+    // the far port's GRO merges them again before the decapsulated frame leaves TAP B whole.
+    let on = |name| counter(&v, "offloads_on", name);
+    assert!(on("soft_gso") > 0, "{v}");
+    assert!(on("soft_gso_segments") > on("soft_gso") * 8, "{v}");
+    assert_eq!(on("uso_packed"), 0, "{v}");
+    assert!(on("gro_merged_packets") > 0, "{v}");
+    assert!(
+        on("gro_merged_segments") > on("gro_merged_packets") * 8,
+        "{v}"
+    );
 }
 
 #[test]

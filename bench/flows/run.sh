@@ -26,6 +26,10 @@ WORK=$(mktemp -d /tmp/sluice-bench-flows.XXXXXX)
 SOCK="$WORK/sluice.sock"
 DPID=""
 
+# The netdev datapath of the private ovs-vswitchd creates TAP devices `br0` and `ovs-netdev` in
+# the root namespace and leaves them when it is killed: remove those this run created.
+OVS_LINKS=()
+for l in br0 ovs-netdev; do ip link show "$l" >/dev/null 2>&1 || OVS_LINKS+=("$l"); done
 cleanup() {
     set +e
     [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
@@ -36,6 +40,7 @@ cleanup() {
     for p in "$WORK"/ovs-vswitchd.pid "$WORK"/ovsdb-server.pid; do
         [ -f "$p" ] && kill -9 "$(cat "$p")" 2>/dev/null
     done
+    for l in "${OVS_LINKS[@]}"; do ip link del "$l" 2>/dev/null; done
     rm -rf "$WORK"
 }
 trap cleanup EXIT

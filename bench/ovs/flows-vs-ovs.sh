@@ -30,6 +30,10 @@ WORK=$(mktemp -d /tmp/sluice-flows-vs-ovs.XXXXXX)
 NFT_TABLE=sluice_flows_bench
 NFT_RULES=${NFT_RULES:-$((RULES < 100000 ? RULES : 100000))}
 
+# The netdev datapath of the private ovs-vswitchd creates TAP devices `br0` and `ovs-netdev` in
+# the root namespace and leaves them when it is killed: remove those this run created.
+OVS_LINKS=()
+for l in br0 ovs-netdev; do ip link show "$l" >/dev/null 2>&1 || OVS_LINKS+=("$l"); done
 cleanup() {
     set +e
     for p in "$WORK"/ovs-vswitchd.pid "$WORK"/ovsdb-server.pid; do
@@ -40,6 +44,7 @@ cleanup() {
         [ -f "$p" ] && kill -9 "$(cat "$p")" 2>/dev/null
     done
     nft delete table inet "$NFT_TABLE" 2>/dev/null
+    for l in "${OVS_LINKS[@]}"; do ip link del "$l" 2>/dev/null; done
     rm -rf "$WORK"
 }
 trap cleanup EXIT

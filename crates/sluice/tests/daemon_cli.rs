@@ -72,6 +72,8 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A killed daemon leaves its socket file behind.
+        let _ = std::fs::remove_file(&self.sock);
     }
 }
 

@@ -79,6 +79,8 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.cfg);
+        // A killed daemon leaves its socket file behind.
+        let _ = std::fs::remove_file(&self.sock);
     }
 }
 

@@ -110,6 +110,12 @@ fn gso_and_gro_of_raw_ip_match_the_ethernet_path() {
     assert_eq!(link_of(&r_gro), LINKTYPE_RAW);
     let jsonl = |p: &Path| std::fs::read_to_string(format!("{}.jsonl", p.display())).unwrap();
     assert_eq!(jsonl(&r_gro), jsonl(&e_gro));
+    for p in [&e_gro, &r_gro] {
+        let _ = std::fs::remove_file(format!("{}.jsonl", p.display()));
+    }
+    for p in [e_in, r_in, e_seg, r_seg, e_gro, r_gro] {
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 #[test]
@@ -139,6 +145,9 @@ fn tx_of_raw_ip_matches_the_ethernet_path() {
     assert_eq!(eth_out.len(), 5 + 1 + 1);
     assert_eq!(raw_out, strip(&eth_out));
     assert_eq!(link_of(&r_out), LINKTYPE_RAW);
+    for p in [e_in, r_in, spec, e_out, r_out] {
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 /// `sluice pcap switch` with L3 ports (raw-IP captures, `--l3`): GRO on the ingress and

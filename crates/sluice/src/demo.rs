@@ -6,7 +6,8 @@
 //! ```text
 //!  netns a: 192.0.2.1 ── TAP A ──┐                       ┌── TAP B ── 192.0.2.2 :netns b
 //!                                └── switch (this process)┘
-//!        optional hop (--hop vlan|qinq|vxlan|geneve|gre): A → push/encap → X ══veth══ Y → pop/decap → B
+//!        optional hop (--hop vlan|qinq|vxlan|geneve|gre):
+//!                      A → push/encap → X ══veth══ Y → pop/decap → B
 //!        (X and Y: AF_PACKET ports on a veth pair in netns hop; and the same way back)
 //!
 //!  netns a: 198.51.100.1 ── veth ── bridge (netns br) ── veth ── 198.51.100.2 :netns b

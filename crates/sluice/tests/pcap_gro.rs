@@ -146,10 +146,5 @@ fn coalesces_a_capture_in_order_with_full_checksums() {
         "0",
     ]);
     assert!(!o.status.success());
-    for p in [&input, &output] {
-        let _ = std::fs::remove_file(p);
-    }
-    let mut j = output.as_os_str().to_owned();
-    j.push(".jsonl");
-    let _ = std::fs::remove_file(PathBuf::from(j));
+    pcap_common::remove([input, output]);
 }

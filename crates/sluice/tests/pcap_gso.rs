@@ -137,7 +137,5 @@ fn segments_with_flags_and_spec() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    for p in [input, output, spec] {
-        let _ = std::fs::remove_file(p);
-    }
+    pcap_common::remove([input, output, spec]);
 }

@@ -110,12 +110,7 @@ fn gso_and_gro_of_raw_ip_match_the_ethernet_path() {
     assert_eq!(link_of(&r_gro), LINKTYPE_RAW);
     let jsonl = |p: &Path| std::fs::read_to_string(format!("{}.jsonl", p.display())).unwrap();
     assert_eq!(jsonl(&r_gro), jsonl(&e_gro));
-    for p in [&e_gro, &r_gro] {
-        let _ = std::fs::remove_file(format!("{}.jsonl", p.display()));
-    }
-    for p in [e_in, r_in, e_seg, r_seg, e_gro, r_gro] {
-        let _ = std::fs::remove_file(p);
-    }
+    pcap_common::remove([e_in, r_in, e_seg, r_seg, e_gro, r_gro]);
 }
 
 #[test]
@@ -145,9 +140,7 @@ fn tx_of_raw_ip_matches_the_ethernet_path() {
     assert_eq!(eth_out.len(), 5 + 1 + 1);
     assert_eq!(raw_out, strip(&eth_out));
     assert_eq!(link_of(&r_out), LINKTYPE_RAW);
-    for p in [e_in, r_in, spec, e_out, r_out] {
-        let _ = std::fs::remove_file(p);
-    }
+    pcap_common::remove([e_in, r_in, spec, e_out, r_out]);
 }
 
 /// `sluice pcap switch` with L3 ports (raw-IP captures, `--l3`): GRO on the ingress and
@@ -214,7 +207,7 @@ fn switch_with_l3_ports() {
             j["ports"]["p1"]["gro_merged_segments"].as_u64() > Some(0),
             "{name}: {j}"
         );
-        let _ = std::fs::remove_file(out);
+        pcap_common::remove([out]);
     }
 
     // Raw IP into an Ethernet port: no MAC addresses to send with, dropped and counted.
@@ -244,7 +237,5 @@ fn switch_with_l3_ports() {
         err.contains("--l3 p1: its input capture is Ethernet"),
         "{err}"
     );
-    for p in [eth_in, raw_in, ethernet, dropped] {
-        let _ = std::fs::remove_file(p);
-    }
+    pcap_common::remove([eth_in, raw_in, ethernet, dropped]);
 }

@@ -100,9 +100,7 @@ fn gro_then_device_segmentation_gives_back_the_segments() {
     let j = last_json(&out);
     // The one merged packet, segmented in software once.
     assert_eq!(j["counters"]["soft_gso"], 1, "{j}");
-    for p in [&input, &handed, &wire] {
-        let _ = std::fs::remove_file(p);
-    }
+    pcap_common::remove([input, handed, wire]);
 }
 
 #[test]
@@ -170,6 +168,5 @@ fn rules_decide_and_every_drop_is_counted() {
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nowhere"));
-    let _ = std::fs::remove_file(&input);
-    let _ = std::fs::remove_file(&output);
+    pcap_common::remove([input, output]);
 }

@@ -24,6 +24,18 @@ pub fn tmp(test: &str, name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("sluice-{test}-{}-{name}", std::process::id()))
 }
 
+/// Removes the files a test wrote, and the `.jsonl` side file `sluice pcap gro` writes next to
+/// its output, where there is one (missing files are not an error).
+pub fn remove<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) {
+    for p in paths {
+        let p = p.as_ref();
+        let _ = std::fs::remove_file(p);
+        let mut side = p.as_os_str().to_owned();
+        side.push(".jsonl");
+        let _ = std::fs::remove_file(side);
+    }
+}
+
 /// Writes `frames` as a microsecond pcap (Ethernet, snaplen 262 144), frame `i` at second `i`.
 pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     let mut b = Vec::new();

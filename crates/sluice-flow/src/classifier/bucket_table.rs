@@ -225,9 +225,6 @@ impl<const N: usize> BucketTable<N> {
         h: u64,
         rule: StoredRule,
     ) -> Result<(u32, u32), u32> {
-        if !self.fits(self.live() + 1) {
-            self.grow_for(self.live() + 1);
-        }
         let mask = self.mask();
         let tag = h >> 32;
         let mut pos = self.home(h);
@@ -245,6 +242,16 @@ impl<const N: usize> BucketTable<N> {
                 }
             }
             pos = (pos + 1) & mask;
+        }
+        // Only a new entry may grow the table: a duplicate or a rule joining an entry is not
+        // replayed as a fresh insert, so growing for one would leave the other classifier copy
+        // smaller and the copies' layouts apart (`place` grows at the same point as this).
+        if !self.fits(self.live() + 1) {
+            self.grow_for(self.live() + 1);
+            pos = self.home(h);
+            while self.buckets.get(pos).is_some_and(|b| *b != 0) {
+                pos = (pos + 1) & self.mask();
+            }
         }
         let e = Entry {
             key: *g,
@@ -519,5 +526,62 @@ impl<const N: usize> BucketTable<N> {
         self.buckets.capacity() * 8
             + self.entries.capacity() * core::mem::size_of::<Entry<N>>()
             + self.free.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(prio: u32, handle: u32) -> StoredRule {
+        StoredRule {
+            prio,
+            handle,
+            action: 0,
+        }
+    }
+
+    /// Only a fresh entry grows the table. A duplicate or a rule joining an existing entry is
+    /// not replayed on the other classifier copy as a fresh insert, so growing for one put the
+    /// copies' layouts apart (found by `classifier_vs_linear`: a duplicate at the threshold
+    /// grew one copy to 16 buckets while the other stayed at 8).
+    #[test]
+    fn only_a_new_entry_grows_the_table() {
+        let mut t = BucketTable::<SMALL>::new();
+        let key = |k: u64| [k, 0, 0, 0];
+        let hash = |k: u64| k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        for k in 1..=4 {
+            assert!(t.insert(&key(k), hash(k), rule(1, k as u32)).is_ok());
+        }
+        assert_eq!((t.live(), t.buckets.len()), (4, MIN_BUCKETS), "half full");
+        assert_eq!(
+            t.insert(&key(1), hash(1), rule(1, 9)),
+            Err(1),
+            "a duplicate"
+        );
+        assert_eq!(t.buckets.len(), MIN_BUCKETS, "a duplicate does not grow it");
+        assert_eq!(
+            t.insert(&key(2), hash(2), rule(5, 10)).map(|(_, pos)| pos),
+            Ok(JOINED)
+        );
+        assert_eq!(
+            t.buckets.len(),
+            MIN_BUCKETS,
+            "joining an entry does not grow it"
+        );
+        let (i, pos) = t.insert(&key(5), hash(5), rule(1, 11)).expect("a new key");
+        assert_eq!(t.buckets.len(), 2 * MIN_BUCKETS, "a fifth entry does");
+        // The bucket returned is the new entry's, in the grown table, reachable from its home.
+        assert_eq!(t.buckets[pos as usize] as u32, i + 1);
+        assert_eq!(
+            t.lookup(&key(5), hash(5)).map(|e| e.rank),
+            Some(rank(1, 11))
+        );
+        for k in 1..=4 {
+            assert!(
+                t.lookup(&key(k), hash(k)).is_some(),
+                "key {k} after the growth"
+            );
+        }
     }
 }

@@ -12,7 +12,9 @@
 //! moves nothing). (With [`GroConfig::max_age`](sluice_offload::gro::GroConfig::max_age) above 0 the copying mode holds packets across
 //! polls instead.) A batch holding UDP-GSO frames of tunnel datagrams (a hop's packed VXLAN /
 //! Geneve segments) goes to the copying mode, each such frame split in place, datagram by
-//! datagram, so its payload is copied once. Every packet of the burst (or of the GRO output)
+//! datagram, so its payload is copied once; what it merged is held for one more pass (a
+//! super-frame crosses a hop as two packed frames, which a batch may separate) and finished by
+//! that pass, whatever it receives. Every packet of the burst (or of the GRO output)
 //! then has its [`FlowKey`](sluice_flow::FlowKey) extracted from its layout — the one the port
 //! found at receive and the buffer carries ([`PacketBuf::layout_for`](crate::PacketBuf::layout_for);
 //! a frame GRO passes through unmerged keeps it), or, for a packet GRO built, one parse here
@@ -493,10 +495,29 @@ impl Datapath {
         g
     }
 
-    /// Removes port `number` (its held GRO packets are dropped) and gives it back.
+    /// Removes port `number` and gives it back. The packets its GRO engine holds go on first
+    /// (they came in on it and are forwarded as if their batch had ended): nothing is lost.
     pub fn remove_port(&mut self, number: u32) -> Option<Box<dyn Port>> {
         let at = self.pos(number).ok()?;
+        self.finish_held(at);
         Some(self.slots.remove(at).port)
+    }
+
+    /// Finishes and forwards what the GRO engine of the port at position `at` holds, and
+    /// sends it.
+    fn finish_held(&mut self, at: usize) {
+        let Some(slot) = self.slots.get_mut(at) else {
+            return;
+        };
+        let number = slot.number;
+        if let Some(mut engine) = slot.gro.take_if(|e| e.held_segments() > 0) {
+            engine.flush(sluice_offload::gro::FlushReason::Manual);
+            self.drain_gro_engine(number, &mut engine);
+            if let Some(slot) = self.slots.get_mut(at) {
+                slot.gro = Some(engine);
+            }
+            self.flush_touched();
+        }
     }
 
     /// Passes made over the ports so far ([`Datapath::poll_once`] calls) by this datapath: its
@@ -506,7 +527,8 @@ impl Datapath {
     }
 
     /// Whether a port's GRO engine holds packets across passes ([`GroConfig::max_age`] above
-    /// 0): they leave as passes age them, so a thread holding some keeps polling.
+    /// 0, or what a split of packed tunnel frames merged, kept for one more pass): they leave
+    /// as passes age them, so a thread holding some keeps polling.
     pub fn holds_packets(&self) -> bool {
         self.slots
             .iter()
@@ -706,11 +728,14 @@ impl Datapath {
         let uso = rx.iter().any(is_tunnel_uso);
         if let Some(mut engine) = slot.gro.take() {
             let before = *engine.stats();
-            if uso {
+            let zero_age = engine.config().max_age == 0;
+            if uso || (zero_age && engine.held_segments() > 0) {
                 // UDP-GSO tunnel frames: split in place, each datagram merged (copied) as it
-                // comes, in the copying mode (same rules; see `gro_receive_split`).
-                self.gro_receive_split(&mut engine, &mut rx, &parse);
-            } else if engine.config().max_age == 0 {
+                // comes, in the copying mode (same rules; see `gro_receive_split`). The pass
+                // after them too, while a packet they merged is held: the rest of its
+                // super-frame may come as a datagram of its own.
+                self.gro_receive_split(&mut engine, &mut rx, &parse, uso);
+            } else if zero_age {
                 // Nothing is held across bursts: the zero-copy burst mode, same rules.
                 self.gro_burst(number, &mut engine, &mut rx);
             } else {
@@ -811,12 +836,16 @@ impl Datapath {
     /// the one before, so a frame's payload is copied once (into the merged packet) where a
     /// split into fresh buffers copied it twice. The price: in such a burst the other frames
     /// are copied too, and every packet out of the copying mode has no headroom (a decap needs
-    /// none; a tag pushed or a larger header put in front moves the packet).
+    /// none; a tag pushed or a larger header put in front moves the packet). With `packed`
+    /// (the burst has such frames) what it merged is kept for the next pass
+    /// ([`GroEngine::end_batch_keep_new`]); without (the pass after, while a packet is held),
+    /// everything leaves.
     fn gro_receive_split(
         &mut self,
         engine: &mut GroEngine,
         rx: &mut [PacketBuf],
         parse: &ParseConfig,
+        packed: bool,
     ) {
         self.uso_shared.0.clear();
         self.uso_shared.1 = *parse;
@@ -827,7 +856,16 @@ impl Datapath {
                 engine.receive(p.frame(), p.meta, self.now);
             }
         }
-        engine.end_batch(self.now);
+        if packed && engine.config().max_age == 0 {
+            // One super-frame is two packed frames (its datagrams pass 64 KiB; the second
+            // may be a lone datagram), and a batch may end between them: what this batch
+            // merged waits one pass for the rest, so it leaves as one packet, not two (one
+            // write into the egress TAP, one wake-up of its receiver). The next pass
+            // finishes it, with or without frames.
+            engine.end_batch_keep_new(self.now);
+        } else {
+            engine.end_batch(self.now);
+        }
     }
 
     /// Splits the UDP-GSO frame of VXLAN / Geneve datagrams `p` in its own buffer and hands

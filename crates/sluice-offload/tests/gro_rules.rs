@@ -613,6 +613,38 @@ fn ageing_with_a_caller_clock() {
     assert_eq!(e.pop_output().unwrap().segments, 3);
 }
 
+/// `end_batch_keep_new` (`max_age` 0): a packet begun in this batch stays for the next, where
+/// later segments still join it; the next batch's end finishes it, and keeps only what that
+/// batch began.
+#[test]
+fn ending_a_batch_keeps_only_what_it_began() {
+    let mut e = engine();
+    let s = stream(&Seg::tcp4(0, 100), 4, 100);
+    let f: Vec<Vec<u8>> = s.iter().map(Seg::build).collect();
+    let other = Seg {
+        sport: 999,
+        ..Seg::tcp4(0, 100)
+    }
+    .build();
+    for x in &f[..2] {
+        e.receive(x, OffloadMeta::default(), 1);
+    }
+    e.end_batch_keep_new(1);
+    assert_eq!((e.output_len(), e.held_segments()), (0, 2));
+    e.receive(&f[2], OffloadMeta::default(), 2);
+    e.receive(&other, OffloadMeta::default(), 2);
+    e.end_batch_keep_new(2);
+    assert_eq!(
+        (e.output_len(), e.held_segments()),
+        (1, 1),
+        "the old one left"
+    );
+    assert_eq!(e.pop_output().unwrap().segments, 3);
+    e.end_batch_keep_new(3);
+    assert_eq!((e.output_len(), e.held_segments()), (1, 0));
+    assert_eq!(e.stats().flushed.batch_end, 2);
+}
+
 #[test]
 fn buffers_are_reused() {
     let mut e = engine();

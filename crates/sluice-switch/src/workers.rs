@@ -572,6 +572,10 @@ fn datapath_loop(
             continue;
         }
         streaming = false;
+        if dp.holds_packets() {
+            // Never sleep on held packets (no spin, `busy_poll` 0): the next pass finishes them.
+            continue;
+        }
         dp.fds(&mut fds);
         if fds.is_empty() {
             std::thread::sleep(timeout);

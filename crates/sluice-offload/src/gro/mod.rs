@@ -525,6 +525,16 @@ impl GroEngine {
         }
     }
 
+    /// Ends a batch but keeps the packets whose first segment arrived in this batch (at
+    /// `now`) for one more: every packet held from an earlier batch is finished
+    /// ([`FlushReason::BatchEnd`]). For a caller whose batches can end in the middle of a
+    /// burst that belongs together, e.g. the two UDP-GSO frames one tunnel super-frame
+    /// becomes, so the second half still joins the first; the caller must end a batch
+    /// again on its next pass, with frames or without.
+    pub fn end_batch_keep_new(&mut self, now: u64) {
+        self.flush_where(FlushReason::BatchEnd, |h| h.born < now);
+    }
+
     /// Finishes every held packet, oldest first, counting them under `reason`.
     pub fn flush(&mut self, reason: FlushReason) {
         self.flush_all(reason);

@@ -99,8 +99,9 @@ pub const DEFAULT_RCVBUF: usize = 32 << 20;
 /// calls, each of which reads as many frames as the pool has idle buffers, up to `RECV_BATCH`):
 /// 1 MiB, four times the TAP's [`RX_BURST_BYTES`](sluice_datapath::port::RX_BURST_BYTES). A
 /// VXLAN / Geneve hop's 64 KiB super-frame crosses the veth as two packed UDP-GSO frames that
-/// GRO merges again, and GRO is flushed at the end of each burst, so a burst that ends between
-/// the two splits the merge (likely the cause; why each burst ended was not counted). With 256
+/// GRO merges again, and GRO was flushed at the end of each burst, so a burst that ended
+/// between the two split the merge (since 2026-11-29 the datapath keeps what a burst of packed
+/// frames merged for one more pass instead; this budget was not measured again). With 256
 /// KiB the receiving side wrote 1.24–1.33 frames into the TAP per super-frame, with 1 MiB
 /// 1.13–1.22 (ranges apart); the VXLAN hop's medians went 4.83 → 5.72 Gbit/s (eight rounds a
 /// side, ranges overlapping; 5.00 → 5.51 in a second set), the single-tag hop's 9.61 → 9.94

@@ -104,10 +104,22 @@ fn write_pcap(path: &Path, frames: &[&[u8]]) {
     std::io::Write::flush(&mut w.into_writer()).unwrap();
 }
 
+/// A directory removed when dropped, so a failing test (scapy missing, a wrong verdict) leaves
+/// nothing in the temporary directory either.
+struct ScratchDir(std::path::PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn gre_against_scapy() {
-    let dir = std::env::temp_dir().join(format!("sluice-gso-scapy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch =
+        ScratchDir(std::env::temp_dir().join(format!("sluice-gso-scapy-{}", std::process::id())));
+    let dir = &scratch.0;
+    std::fs::create_dir_all(dir).unwrap();
     let script = dir.join("check.py");
     std::fs::write(&script, CHECKER).unwrap();
     let mut failures = Vec::new();
@@ -188,7 +200,6 @@ fn gre_against_scapy() {
             failures.push(format!("{name}: {line}"));
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(n, 48);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

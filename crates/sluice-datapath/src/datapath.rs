@@ -499,24 +499,24 @@ impl Datapath {
     /// (they came in on it and are forwarded as if their batch had ended): nothing is lost.
     pub fn remove_port(&mut self, number: u32) -> Option<Box<dyn Port>> {
         let at = self.pos(number).ok()?;
-        self.finish_held(at);
+        self.finish_held(at, |e, _| e.flush(sluice_offload::gro::FlushReason::Manual));
+        self.flush_touched();
         Some(self.slots.remove(at).port)
     }
 
-    /// Finishes and forwards what the GRO engine of the port at position `at` holds, and
-    /// sends it.
-    fn finish_held(&mut self, at: usize) {
+    /// If the GRO engine of the port at position `at` holds packets: `finish` (given the pass
+    /// clock) decides which leave, and those are forwarded.
+    fn finish_held(&mut self, at: usize, finish: impl FnOnce(&mut GroEngine, u64)) {
         let Some(slot) = self.slots.get_mut(at) else {
             return;
         };
         let number = slot.number;
         if let Some(mut engine) = slot.gro.take_if(|e| e.held_segments() > 0) {
-            engine.flush(sluice_offload::gro::FlushReason::Manual);
+            finish(&mut engine, self.now);
             self.drain_gro_engine(number, &mut engine);
             if let Some(slot) = self.slots.get_mut(at) {
                 slot.gro = Some(engine);
             }
-            self.flush_touched();
         }
     }
 
@@ -707,14 +707,9 @@ impl Datapath {
             }
         };
         if self.rx.is_empty() {
-            // A quiet port's held GRO packets (`max_age` above 0) still age out.
-            if let Some(mut engine) = slot.gro.take_if(|e| e.held_segments() > 0) {
-                engine.end_batch(self.now);
-                self.drain_gro_engine(number, &mut engine);
-                if let Some(slot) = self.slots.get_mut(at) {
-                    slot.gro = Some(engine);
-                }
-            }
+            // A quiet port's held GRO packets (`max_age` above 0, or kept by a split) still
+            // age out.
+            self.finish_held(at, GroEngine::end_batch);
             return n;
         }
         DP_RX_PACKETS.add(self.rx.len() as u64);

@@ -801,15 +801,7 @@ fn vxlan_hop_packs_splits_merges_and_decaps_in_memory() {
         }
         receive_at_hop(&mut dp);
         let out = hb.take_sent();
-        let mut got = Vec::new();
-        for (f, w) in &out {
-            let l = sluice_wire::parse(f).expect("parses");
-            assert!(l.tunnel.is_none(), "decapsulated");
-            got.extend_from_slice(&f[l.outer.payload.expect("payload")..]);
-            let mut wire = Vec::new();
-            emulate_device(f, w, &ParseConfig::DEFAULT, &mut wire).expect("the device takes it");
-            wire.iter().for_each(|seg| all_verify(seg));
-        }
+        let got = inner_payload(&out);
         assert!(
             out.len() <= 4,
             "round {round}: {} packets, merged",
@@ -842,13 +834,7 @@ fn two_packed_frames(
 ) -> (Seg, Vec<(Vec<u8>, OffloadMeta)>) {
     use sluice_packet::virtio::{HdrFormat, VirtioNetHdr, F_NEEDS_CSUM};
     let seg = Seg::tcp4(1, 1448 * segments);
-    let f = seg.build();
-    let mut m = good_meta(&f);
-    m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
-    a.inject(&f, m);
-    dp.poll_once();
-    let packed: Vec<_> = x
-        .take_sent()
+    let packed: Vec<_> = send_super(dp, a, x, &seg)
         .into_iter()
         .map(|(f, w)| {
             let (start, off) = w.l4_csum.expect("outer UDP checksum left to the device");
@@ -876,7 +862,7 @@ fn two_packed_frames(
 
 /// The inner payload of what `b` sent, in order, after checking that every segment a device
 /// makes of it verifies and that it was decapsulated.
-fn inner_payload(out: &[(Vec<u8>, sluice_offload::tx::DeviceWork)]) -> Vec<u8> {
+fn inner_payload(out: &[sluice_datapath::port::SentFrame]) -> Vec<u8> {
     let mut got = Vec::new();
     for (f, w) in out {
         let mut wire = Vec::new();
@@ -986,6 +972,22 @@ fn a_held_packet_leaves_before_the_next_burst_and_when_its_port_is_removed() {
     );
 }
 
+/// What `x` sends for the TCP super-frame `seg` (segments of 1448 bytes) injected at `a`, in one
+/// pass.
+fn send_super(
+    dp: &mut Datapath,
+    a: &MemPortHandle,
+    x: &MemPortHandle,
+    seg: &Seg,
+) -> Vec<sluice_datapath::port::SentFrame> {
+    let f = seg.build();
+    let mut m = good_meta(&f);
+    m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
+    a.inject(&f, m);
+    dp.poll_once();
+    x.take_sent()
+}
+
 /// The one packed frame `x` sends for the TCP super-frame `seg` (segments of 1448 bytes)
 /// injected at `a`: its bytes, its datagram size (`gso_size`), and where its outer UDP
 /// checksum, left to the device, starts and sits.
@@ -997,12 +999,7 @@ struct Packed {
 }
 
 fn pack_one(dp: &mut Datapath, a: &MemPortHandle, x: &MemPortHandle, seg: &Seg) -> Packed {
-    let f = seg.build();
-    let mut m = good_meta(&f);
-    m.set_gso(GsoType::TcpV4, 1448, false).expect("gso");
-    a.inject(&f, m);
-    dp.poll_once();
-    let mut sent = x.take_sent();
+    let mut sent = send_super(dp, a, x, seg);
     assert_eq!(sent.len(), 1, "one packed frame per super-frame");
     let (frame, w) = sent.remove(0);
     let (_, size, _) = w.gso.expect("UDP-GSO");
